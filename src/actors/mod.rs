@@ -1,0 +1,8 @@
+//! The actors: the only module that imports actix. Everyone else uses [`Core`].
+
+pub mod handle;
+
+pub use handle::{
+    BackendState, BackendView, Core, CoreError, PoolView, Readiness, RequestCtx,
+    StorageClassView, VolumeState, VolumeView,
+};

@@ -1,0 +1,1 @@
+//! The shared driver conformance suite.

@@ -1,0 +1,141 @@
+//! Storage drivers: one async trait, one module per array family.
+//!
+//! Drivers know `model` types (and, for arrays, reqwest and quick-xml); they never see events,
+//! actors or the log. Actors turn driver results into events. Errors are classified by what the
+//! caller can do with them.
+
+pub mod config;
+pub mod fake;
+pub mod registry;
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
+
+pub use config::CommonConfig;
+pub use registry::{build_driver, BuiltDriver};
+
+/// A driver error, classified by what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    /// The object does not exist on the array.
+    #[error("{0}")]
+    NotFound(String),
+    /// An object with that name already exists on the array.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The operation conflicts with the object's state (e.g. not enough free space, busy).
+    #[error("{0}")]
+    Conflict(String),
+    /// The driver or pool cannot do this at all.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The array is unreachable or busy; retrying later may succeed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The configuration or request is invalid; the message names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl DriverError {
+    /// Whether retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, DriverError::Unavailable(_))
+    }
+}
+
+pub type DriverResult<T> = Result<T, DriverError>;
+
+/// What a driver reports about its backend after initialisation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Discovery {
+    /// The backend name: `backendName`, or the driver's derived default.
+    pub backend_name: String,
+    pub protocol: Protocol,
+    pub pools: Vec<PoolInfo>,
+    /// Free bytes per pool, where known (changes with every create; not an event).
+    pub free_bytes: BTreeMap<String, u64>,
+}
+
+/// A volume as the array holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeInfo {
+    pub internal_name: String,
+    pub pool: String,
+    pub size_bytes: u64,
+    pub access: AccessInfo,
+}
+
+/// A snapshot as the array holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotInfo {
+    pub name: String,
+    pub volume_internal_name: String,
+    /// Creation time, unix milliseconds.
+    pub created_ms: u64,
+    pub size_bytes: u64,
+}
+
+/// Everything a driver needs to create one volume.
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    pub internal_name: String,
+    pub pool: String,
+    pub size_bytes: u64,
+    /// The volume config (options such as snapshotPolicy, unixPermissions, encryption).
+    pub config: VolumeConfig,
+    /// The storage class's attribute requests (e.g. provisioningType thin → no space reserve).
+    pub requests: BTreeMap<String, Request>,
+}
+
+/// A clone of an existing volume, optionally from one of its snapshots.
+#[derive(Debug, Clone)]
+pub struct CloneRequest {
+    pub internal_name: String,
+    pub source_internal_name: String,
+    pub source_snapshot: Option<String>,
+    pub config: VolumeConfig,
+}
+
+/// One array family. Every method is idempotent where the array allows it: `destroy` of a
+/// volume already gone succeeds; `create` of a name that exists fails with `AlreadyExists`
+/// (the caller decides whether to adopt it).
+#[async_trait]
+pub trait StorageDriver: Send + Sync + std::fmt::Debug {
+    /// The `storageDriverName` this driver implements, e.g. `fake`.
+    fn driver_name(&self) -> &'static str;
+
+    /// The config as shown by GET backend: common part plus driver fields, never secrets.
+    fn external_config(&self) -> serde_json::Value;
+
+    /// The array-side name for a volume (trident-compat §4.8).
+    fn internal_name(&self, volume_name: &str) -> String;
+
+    /// Contacts the array: pools, their offers and capacity.
+    async fn discover(&self) -> DriverResult<Discovery>;
+
+    async fn create(&self, req: &CreateRequest) -> DriverResult<VolumeInfo>;
+    async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo>;
+    /// `Ok(None)` when the volume does not exist.
+    async fn get(&self, internal_name: &str) -> DriverResult<Option<VolumeInfo>>;
+    /// Idempotent: a volume already gone is success.
+    async fn destroy(&self, internal_name: &str) -> DriverResult<()>;
+    async fn resize(&self, internal_name: &str, size_bytes: u64) -> DriverResult<()>;
+    async fn create_snapshot(&self, internal_name: &str, snapshot: &str)
+    -> DriverResult<SnapshotInfo>;
+    async fn list_snapshots(&self, internal_name: &str) -> DriverResult<Vec<SnapshotInfo>>;
+    /// Idempotent: a snapshot already gone is success.
+    async fn delete_snapshot(&self, internal_name: &str, snapshot: &str) -> DriverResult<()>;
+    /// Every volume this backend manages (for orphan checks).
+    async fn list_volumes(&self) -> DriverResult<Vec<VolumeInfo>>;
+    async fn access_info(&self, internal_name: &str) -> DriverResult<AccessInfo>;
+}

@@ -1,0 +1,16 @@
+//! storch: a storage orchestrator over an append-only event log.
+//!
+//! Layout (dependencies point down this list's arrows: `model ← events ← log ← projections ←
+//! actors → drivers`; frontends on top):
+//!
+//! - `model`: shared value types (sizes, offers, volume and class configs, names). Leaf.
+//! - `drivers`: the `StorageDriver` trait and one module per array family (`fake`, …).
+//! - `log`: the sled event log: envelopes, hash chain, group commit, checkpoints.
+//! - `actors`: backend, storage class and volume actors, the scheduler; `Core` is their handle.
+//! - `api`: the Trident-compatible REST API (axum).
+
+pub mod actors;
+pub mod api;
+pub mod drivers;
+pub mod log;
+pub mod model;
