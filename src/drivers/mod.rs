@@ -8,7 +8,6 @@ pub mod config;
 pub mod fake;
 pub mod registry;
 
-#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 
 use std::collections::BTreeMap;
