@@ -14,7 +14,9 @@ pub struct RequestCtx {
 
 impl RequestCtx {
     pub fn new(request_id: impl Into<String>) -> Self {
-        RequestCtx { request_id: request_id.into() }
+        RequestCtx {
+            request_id: request_id.into(),
+        }
     }
 
     /// A fresh random request id.
@@ -238,6 +240,53 @@ impl Core {
     }
 
     pub fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
+        todo!()
+    }
+}
+
+/// Settings of the core.
+#[derive(Debug, Clone)]
+pub struct CoreOptions {
+    /// Where the event log (and secrets key) live.
+    pub data_dir: std::path::PathBuf,
+    pub durability: crate::log::Durability,
+    /// A volume actor stops after this long without messages.
+    pub volume_idle: std::time::Duration,
+    /// Write a projection checkpoint after this many events.
+    pub checkpoint_every: u64,
+}
+
+impl Default for CoreOptions {
+    fn default() -> Self {
+        CoreOptions {
+            data_dir: "storch-data".into(),
+            durability: crate::log::Durability::Flush,
+            volume_idle: std::time::Duration::from_secs(30),
+            checkpoint_every: 10_000,
+        }
+    }
+}
+
+/// The running core: its handle plus what is needed to stop it cleanly.
+pub struct CoreRuntime {
+    _private: (),
+}
+
+impl CoreRuntime {
+    /// Opens the log and starts the actors; replay runs in the background (reads answer
+    /// `NotReady` until it is done). Fails at once if the data dir cannot be opened or is held
+    /// by another process. Must be called inside a multi-thread tokio runtime.
+    pub async fn start(opts: CoreOptions) -> Result<CoreRuntime, CoreError> {
+        let _ = opts;
+        todo!()
+    }
+
+    pub fn core(&self) -> Core {
+        todo!()
+    }
+
+    /// Stops accepting commands, lets in-flight work finish, stops the actors, flushes the log.
+    pub async fn shutdown(self) {
         todo!()
     }
 }

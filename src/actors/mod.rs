@@ -3,6 +3,6 @@
 pub mod handle;
 
 pub use handle::{
-    BackendState, BackendView, Core, CoreError, PoolView, Readiness, RequestCtx,
-    StorageClassView, VolumeState, VolumeView,
+    BackendState, BackendView, Core, CoreError, CoreOptions, CoreRuntime, PoolView, Readiness,
+    RequestCtx, StorageClassView, VolumeState, VolumeView,
 };

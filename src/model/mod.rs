@@ -53,7 +53,10 @@ pub struct PoolRef {
 
 impl PoolRef {
     pub fn new(backend: impl Into<String>, pool: impl Into<String>) -> Self {
-        PoolRef { backend: backend.into(), pool: pool.into() }
+        PoolRef {
+            backend: backend.into(),
+            pool: pool.into(),
+        }
     }
 }
 
@@ -71,7 +74,10 @@ pub enum NameError {
     #[error("{field} is longer than {max} bytes")]
     TooLong { field: &'static str, max: usize },
     #[error("{field} must not contain {what}")]
-    BadChar { field: &'static str, what: &'static str },
+    BadChar {
+        field: &'static str,
+        what: &'static str,
+    },
     #[error("{field} must not be \".\" or \"..\"")]
     Dots { field: &'static str },
 }
@@ -84,7 +90,10 @@ pub fn validate_name(field: &'static str, name: &str) -> Result<(), NameError> {
         return Err(NameError::Empty { field });
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(NameError::TooLong { field, max: MAX_NAME_LEN });
+        return Err(NameError::TooLong {
+            field,
+            max: MAX_NAME_LEN,
+        });
     }
     if name == "." || name == ".." {
         return Err(NameError::Dots { field });

@@ -63,7 +63,11 @@ pub enum PoolVerdict {
     /// Not in `additionalStoragePools`, and the class has nothing else to match with.
     NotInAdditional,
     /// An attribute request the pool fails: (attribute, requested, offered or None).
-    AttributeMismatch { attribute: String, requested: String, offered: Option<String> },
+    AttributeMismatch {
+        attribute: String,
+        requested: String,
+        offered: Option<String>,
+    },
     /// `storagePools` is set and the pool is not in it.
     NotInStoragePools,
 }

@@ -3,9 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The protocol a volume is served with. `Any` is Trident's `""`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, bincode::Encode, bincode::Decode,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, bincode::Encode, bincode::Decode)]
 pub enum Protocol {
     File,
     Block,
@@ -91,9 +89,9 @@ impl AccessMode {
 /// protocol is open and refuses `block`; every other combination keeps the requested protocol.
 pub fn resolve_protocol(mode: AccessMode, requested: Protocol) -> Result<Protocol, String> {
     match (mode, requested) {
-        (AccessMode::ReadWriteMany, Protocol::Block) => Err(
-            "incompatible access mode (ReadWriteMany) and protocol (block)".to_string(),
-        ),
+        (AccessMode::ReadWriteMany, Protocol::Block) => {
+            Err("incompatible access mode (ReadWriteMany) and protocol (block)".to_string())
+        }
         (AccessMode::ReadWriteMany, Protocol::Any) => Ok(Protocol::File),
         (_, p) => Ok(p),
     }
