@@ -157,3 +157,11 @@ impl Appender {
         todo!()
     }
 }
+
+impl EventLog {
+    /// Waits for the writer to finish queued appends (after every `Appender` is dropped or
+    /// the owner asks) and flushes. Idempotent.
+    pub async fn close(&self) {
+        todo!()
+    }
+}
