@@ -34,10 +34,16 @@ async fn backends_classes_volumes_survive_restart() {
         let rt = start(dir.path()).await;
         let core = rt.core();
         assert_eq!(core.add_backend(&ctx(), be.clone()).await.unwrap(), "fast");
-        core.add_storage_class(&ctx(), class(json!({"name": "gold", "attributes": {"media": "ssd"}})))
+        core.add_storage_class(
+            &ctx(),
+            class(json!({"name": "gold", "attributes": {"media": "ssd"}})),
+        )
+        .await
+        .unwrap();
+        let v = core
+            .add_volume(&ctx(), volume("v1", "1Gi", "gold"))
             .await
             .unwrap();
-        let v = core.add_volume(&ctx(), volume("v1", "1Gi", "gold")).await.unwrap();
         assert_eq!(v.backend, "fast");
         assert_eq!(v.pool, "ssd1");
         assert_eq!(v.config.size, "1Gi", "size is stored verbatim");
@@ -55,7 +61,9 @@ async fn backends_classes_volumes_survive_restart() {
     let rt = start(dir.path()).await;
     let core = rt.core();
     eventually("backend online", || {
-        core.get_backend("fast").map(|b| b.state == BackendState::Online).unwrap_or(false)
+        core.get_backend("fast")
+            .map(|b| b.state == BackendState::Online)
+            .unwrap_or(false)
     })
     .await;
     let mut b = core.get_backend("fast").unwrap();
@@ -78,9 +86,14 @@ async fn placement_falls_through_failing_pools_and_aggregates_errors() {
     let mut be = fake_backend("b", "block", &[("p1", ssd()), ("p2", ssd()), ("p3", ssd())]);
     be["failPools"] = json!({"p1": "injected p1 failure", "p2": "injected p2 failure"});
     core.add_backend(&ctx(), be).await.unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "any"}))).await.unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
     for i in 0..10 {
-        let v = core.add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any")).await.unwrap();
+        let v = core
+            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+            .await
+            .unwrap();
         assert_eq!(v.pool, "p3");
         assert_eq!(v.config.protocol, storch::model::Protocol::Block);
     }
@@ -88,14 +101,31 @@ async fn placement_falls_through_failing_pools_and_aggregates_errors() {
     let mut be = fake_backend("c", "file", &[("q1", hdd()), ("q2", hdd())]);
     be["failPools"] = json!({"q1": "q1 is broken", "q2": "q2 is broken"});
     core.add_backend(&ctx(), be).await.unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "slow", "attributes": {"media": "hdd"}})))
+    core.add_storage_class(
+        &ctx(),
+        class(json!({"name": "slow", "attributes": {"media": "hdd"}})),
+    )
+    .await
+    .unwrap();
+    let err = core
+        .add_volume(&ctx(), volume("x", "1Gi", "slow"))
         .await
-        .unwrap();
-    let err = core.add_volume(&ctx(), volume("x", "1Gi", "slow")).await.unwrap_err();
-    let CoreError::Failed(msg) = err else { panic!("unexpected {err:?}") };
-    assert!(msg.starts_with("encountered error(s) in creating the volume: "), "{msg}");
-    assert!(msg.contains("on storage pool q1 from backend c: q1 is broken"), "{msg}");
-    assert!(msg.contains("on storage pool q2 from backend c: q2 is broken"), "{msg}");
+        .unwrap_err();
+    let CoreError::Failed(msg) = err else {
+        panic!("unexpected {err:?}")
+    };
+    assert!(
+        msg.starts_with("encountered error(s) in creating the volume: "),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("on storage pool q1 from backend c: q1 is broken"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("on storage pool q2 from backend c: q2 is broken"),
+        "{msg}"
+    );
     assert!(matches!(core.get_volume("x"), Err(CoreError::NotFound(_))));
     rt.shutdown().await;
 }
@@ -105,24 +135,41 @@ async fn volume_rules() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path()).await;
     let core = rt.core();
-    core.add_backend(&ctx(), fake_backend("nas", "file", &[("p", ssd())])).await.unwrap();
-    core.add_backend(&ctx(), fake_backend("san", "block", &[("p", ssd())])).await.unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "any"}))).await.unwrap();
+    core.add_backend(&ctx(), fake_backend("nas", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_backend(&ctx(), fake_backend("san", "block", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
 
     // duplicate name
-    core.add_volume(&ctx(), volume("a", "1G", "any")).await.unwrap();
+    core.add_volume(&ctx(), volume("a", "1G", "any"))
+        .await
+        .unwrap();
     assert!(matches!(
         core.add_volume(&ctx(), volume("a", "1G", "any")).await,
         Err(CoreError::AlreadyExists(_))
     ));
     // unknown class
-    let err = core.add_volume(&ctx(), volume("b", "1G", "nope")).await.unwrap_err();
-    assert_eq!(err, CoreError::Invalid("unknown storage class: nope".into()));
+    let err = core
+        .add_volume(&ctx(), volume("b", "1G", "nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CoreError::Invalid("unknown storage class: nope".into())
+    );
     // RWX + block refused; RWX + any lands on file
     let mut v = volume("c", "1G", "any");
     v.access_mode = "ReadWriteMany".into();
     v.protocol = storch::model::Protocol::Block;
-    assert!(matches!(core.add_volume(&ctx(), v.clone()).await, Err(CoreError::Invalid(_))));
+    assert!(matches!(
+        core.add_volume(&ctx(), v.clone()).await,
+        Err(CoreError::Invalid(_))
+    ));
     v.protocol = storch::model::Protocol::Any;
     let made = core.add_volume(&ctx(), v).await.unwrap();
     assert_eq!(made.backend, "nas");
@@ -132,8 +179,14 @@ async fn volume_rules() {
     assert_eq!(core.add_volume(&ctx(), v).await.unwrap().backend, "san");
     // bad sizes and names
     for size in ["0", "-1", "1.5Gi", "lots", "99999999999999999999999"] {
-        let err = core.add_volume(&ctx(), volume("e", size, "any")).await.unwrap_err();
-        assert!(matches!(err, CoreError::Invalid(ref m) if m.contains("size")), "{size}: {err:?}");
+        let err = core
+            .add_volume(&ctx(), volume("e", size, "any"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, CoreError::Invalid(ref m) if m.contains("size")),
+            "{size}: {err:?}"
+        );
     }
     for name in ["a/b", "..", "x\0y", &"n".repeat(300)] {
         assert!(matches!(
@@ -143,7 +196,10 @@ async fn volume_rules() {
     }
     // delete, then 404
     core.delete_volume(&ctx(), "a").await.unwrap();
-    assert!(matches!(core.delete_volume(&ctx(), "a").await, Err(CoreError::NotFound(_))));
+    assert!(matches!(
+        core.delete_volume(&ctx(), "a").await,
+        Err(CoreError::NotFound(_))
+    ));
     assert!(matches!(core.get_volume("a"), Err(CoreError::NotFound(_))));
     rt.shutdown().await;
 }
@@ -153,10 +209,19 @@ async fn clone_lands_on_the_source_backend() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path()).await;
     let core = rt.core();
-    core.add_backend(&ctx(), fake_backend("b1", "file", &[("p", ssd())])).await.unwrap();
-    core.add_backend(&ctx(), fake_backend("b2", "file", &[("p", ssd())])).await.unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "any"}))).await.unwrap();
-    let src = core.add_volume(&ctx(), volume("src", "2Gi", "any")).await.unwrap();
+    core.add_backend(&ctx(), fake_backend("b1", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_backend(&ctx(), fake_backend("b2", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    let src = core
+        .add_volume(&ctx(), volume("src", "2Gi", "any"))
+        .await
+        .unwrap();
     let mut req = volume("copy", "", "");
     req.clone_source_volume = "src".into();
     let copy = core.add_volume(&ctx(), req).await.unwrap();
@@ -179,31 +244,50 @@ async fn deleting_a_backend_with_volumes_takes_it_offline_until_empty() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path()).await;
     let core = rt.core();
-    core.add_backend(&ctx(), fake_backend("b", "file", &[("p", ssd())])).await.unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "any"}))).await.unwrap();
-    core.add_volume(&ctx(), volume("v", "1G", "any")).await.unwrap();
+    core.add_backend(&ctx(), fake_backend("b", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    core.add_volume(&ctx(), volume("v", "1G", "any"))
+        .await
+        .unwrap();
     core.delete_backend(&ctx(), "b").await.unwrap();
-    assert!(core.list_backends().unwrap().is_empty(), "offline backends are not listed");
+    assert!(
+        core.list_backends().unwrap().is_empty(),
+        "offline backends are not listed"
+    );
     let b = core.get_backend("b").unwrap();
     assert!(!b.online);
     assert_eq!(b.state, BackendState::Offline);
-    assert!(core.get_storage_class("any").unwrap().pools.is_empty(), "its pools left the class");
+    assert!(
+        core.get_storage_class("any").unwrap().pools.is_empty(),
+        "its pools left the class"
+    );
     assert!(matches!(
         core.add_volume(&ctx(), volume("w", "1G", "any")).await,
         Err(CoreError::Failed(_))
     ));
     // adding it again brings it back
-    core.add_backend(&ctx(), fake_backend("b", "file", &[("p", ssd())])).await.unwrap();
+    core.add_backend(&ctx(), fake_backend("b", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
     assert_eq!(core.list_backends().unwrap(), vec!["b"]);
     core.delete_backend(&ctx(), "b").await.unwrap();
     // the last volume purges it
     core.delete_volume(&ctx(), "v").await.unwrap();
     assert!(matches!(core.get_backend("b"), Err(CoreError::NotFound(_))));
     // a backend without volumes goes at once
-    core.add_backend(&ctx(), fake_backend("e", "file", &[("p", ssd())])).await.unwrap();
+    core.add_backend(&ctx(), fake_backend("e", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
     core.delete_backend(&ctx(), "e").await.unwrap();
     assert!(matches!(core.get_backend("e"), Err(CoreError::NotFound(_))));
-    assert!(matches!(core.delete_backend(&ctx(), "e").await, Err(CoreError::NotFound(_))));
+    assert!(matches!(
+        core.delete_backend(&ctx(), "e").await,
+        Err(CoreError::NotFound(_))
+    ));
     rt.shutdown().await;
 }
 
@@ -216,19 +300,34 @@ async fn update_replaces_config_and_rename_moves_volumes() {
     let mut be = fake_backend("old", "file", &[("p", ssd())]);
     be["statePath"] = json!(state);
     core.add_backend(&ctx(), be.clone()).await.unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "any"}))).await.unwrap();
-    core.add_volume(&ctx(), volume("v", "1G", "any")).await.unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    core.add_volume(&ctx(), volume("v", "1G", "any"))
+        .await
+        .unwrap();
     // POST of an existing name is an update
     be["pools"]["p2"] = json!({"attributes": hdd(), "sizeBytes": 1u64 << 30});
     assert_eq!(core.add_backend(&ctx(), be.clone()).await.unwrap(), "old");
     assert_eq!(core.get_backend("old").unwrap().pools.len(), 2);
     // rename through update
     be["backendName"] = json!("new");
-    assert_eq!(core.update_backend(&ctx(), "old", be.clone()).await.unwrap(), "new");
-    assert!(matches!(core.get_backend("old"), Err(CoreError::NotFound(_))));
+    assert_eq!(
+        core.update_backend(&ctx(), "old", be.clone())
+            .await
+            .unwrap(),
+        "new"
+    );
+    assert!(matches!(
+        core.get_backend("old"),
+        Err(CoreError::NotFound(_))
+    ));
     assert_eq!(core.get_backend("new").unwrap().volumes, vec!["v"]);
     assert_eq!(core.get_volume("v").unwrap().backend, "new");
-    assert!(!core.get_volume("v").unwrap().orphaned, "the array still has it");
+    assert!(
+        !core.get_volume("v").unwrap().orphaned,
+        "the array still has it"
+    );
     // a different driver type is refused; unknown backend is 404
     assert!(matches!(
         core.update_backend(&ctx(), "missing", be.clone()).await,
@@ -250,7 +349,10 @@ async fn bad_backend_configs_change_nothing() {
         json!({"version": 1, "storageDriverName": "fake", "backendName": "a/b", "instanceName": "x", "pools": {}}),
     ] {
         let err = core.add_backend(&ctx(), doc.clone()).await.unwrap_err();
-        assert!(matches!(err, CoreError::Invalid(_) | CoreError::Failed(_)), "{doc}: {err:?}");
+        assert!(
+            matches!(err, CoreError::Invalid(_) | CoreError::Failed(_)),
+            "{doc}: {err:?}"
+        );
     }
     assert!(core.list_backends().unwrap().is_empty());
     rt.shutdown().await;
@@ -260,8 +362,13 @@ async fn bad_backend_configs_change_nothing() {
 async fn a_second_core_on_the_same_dir_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path()).await;
-    let err = storch::actors::CoreRuntime::start(opts(dir.path())).await.unwrap_err();
-    assert!(matches!(err, CoreError::BootstrapFailed(ref m) if m.contains("in use")), "{err:?}");
+    let err = storch::actors::CoreRuntime::start(opts(dir.path()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CoreError::BootstrapFailed(ref m) if m.contains("in use")),
+        "{err:?}"
+    );
     rt.shutdown().await;
 }
 
@@ -270,10 +377,15 @@ async fn concurrent_creates_of_one_name_make_one_volume() {
     let dir = tempfile::tempdir().unwrap();
     let rt = start(dir.path()).await;
     let core = rt.core();
-    core.add_backend(&ctx(), fake_backend("b", "file", &[("p1", ssd()), ("p2", ssd())]))
+    core.add_backend(
+        &ctx(),
+        fake_backend("b", "file", &[("p1", ssd()), ("p2", ssd())]),
+    )
+    .await
+    .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
         .await
         .unwrap();
-    core.add_storage_class(&ctx(), class(json!({"name": "any"}))).await.unwrap();
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let core = core.clone();

@@ -39,7 +39,10 @@ pub fn hdd() -> Value {
 }
 
 pub fn opts(dir: &Path) -> CoreOptions {
-    CoreOptions { data_dir: dir.to_path_buf(), ..CoreOptions::default() }
+    CoreOptions {
+        data_dir: dir.to_path_buf(),
+        ..CoreOptions::default()
+    }
 }
 
 /// Starts a core on `dir` and waits until it is ready.
