@@ -37,9 +37,11 @@ impl CommonConfig {
 
         let version = match field(obj, "version") {
             None | Some(Value::Null) => 0,
-            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
-                n.as_i64().map(i128::from).or(n.as_u64().map(i128::from)).unwrap_or_default()
-            }
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n
+                .as_i64()
+                .map(i128::from)
+                .or(n.as_u64().map(i128::from))
+                .unwrap_or_default(),
             Some(other) => return Err(wrong_type("version", "an integer", Some(other))),
         };
         if version != i128::from(CONFIG_VERSION) {
@@ -100,7 +102,9 @@ impl CommonConfig {
         };
         let mut out = Vec::new();
         if field(obj, "debug").is_some() {
-            out.push("the debug field is ignored; use debugTraceFlags or the log level".to_string());
+            out.push(
+                "the debug field is ignored; use debugTraceFlags or the log level".to_string(),
+            );
         }
         if field(obj, "disableDelete").is_some() {
             out.push("the disableDelete field is ignored".to_string());
@@ -271,16 +275,24 @@ mod tests {
             json!({"version": 1, "storageDriverName": ""}),
             json!({"version": 1, "storageDriverName": null}),
         ] {
-            assert_eq!(invalid(doc), "missing storage driver name in configuration file");
+            assert_eq!(
+                invalid(doc),
+                "missing storage driver name in configuration file"
+            );
         }
         let msg = invalid(json!({"version": 1, "storageDriverName": 7}));
-        assert!(msg.contains("storageDriverName") && msg.contains("string"), "{msg}");
+        assert!(
+            msg.contains("storageDriverName") && msg.contains("string"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn backend_name() {
-        let c = CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake", "backendName": ""}))
-            .unwrap();
+        let c = CommonConfig::parse(
+            &json!({"version": 1, "storageDriverName": "fake", "backendName": ""}),
+        )
+        .unwrap();
         assert_eq!(c.backend_name, None);
         let msg = invalid(json!({"version": 1, "storageDriverName": "fake", "backendName": 1}));
         assert!(msg.contains("backendName"), "{msg}");
@@ -293,14 +305,23 @@ mod tests {
     #[test]
     fn storage_prefix_three_states() {
         let parse = |p: Value| {
-            CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake", "storagePrefix": p}))
+            CommonConfig::parse(
+                &json!({"version": 1, "storageDriverName": "fake", "storagePrefix": p}),
+            )
         };
-        let absent = CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake"})).unwrap();
+        let absent =
+            CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake"})).unwrap();
         assert_eq!(absent.storage_prefix, None);
         assert_eq!(parse(json!(null)).unwrap().storage_prefix, None);
         assert_eq!(parse(json!({})).unwrap().storage_prefix, None);
-        assert_eq!(parse(json!("")).unwrap().storage_prefix.as_deref(), Some(""));
-        assert_eq!(parse(json!("abc_")).unwrap().storage_prefix.as_deref(), Some("abc_"));
+        assert_eq!(
+            parse(json!("")).unwrap().storage_prefix.as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            parse(json!("abc_")).unwrap().storage_prefix.as_deref(),
+            Some("abc_")
+        );
         for bad in [json!(5), json!(true), json!(["a"]), json!({"a": 1})] {
             match parse(bad.clone()) {
                 Err(DriverError::Invalid(msg)) => {
@@ -319,11 +340,27 @@ mod tests {
         };
         assert_eq!(parse(json!({})).unwrap().default_size_bytes, 1 << 30);
         assert_eq!(parse(json!(null)).unwrap().default_size_bytes, 1 << 30);
-        assert_eq!(parse(json!({"size": ""})).unwrap().default_size_bytes, 1 << 30);
-        assert_eq!(parse(json!({"size": "1G"})).unwrap().default_size_bytes, 1 << 30);
-        assert_eq!(parse(json!({"size": "1GB"})).unwrap().default_size_bytes, 1_000_000_000);
-        assert_eq!(parse(json!({"size": "100"})).unwrap().default_size_bytes, 100);
-        for bad in [json!({"size": "1.5G"}), json!({"size": "lots"}), json!({"size": 5})] {
+        assert_eq!(
+            parse(json!({"size": ""})).unwrap().default_size_bytes,
+            1 << 30
+        );
+        assert_eq!(
+            parse(json!({"size": "1G"})).unwrap().default_size_bytes,
+            1 << 30
+        );
+        assert_eq!(
+            parse(json!({"size": "1GB"})).unwrap().default_size_bytes,
+            1_000_000_000
+        );
+        assert_eq!(
+            parse(json!({"size": "100"})).unwrap().default_size_bytes,
+            100
+        );
+        for bad in [
+            json!({"size": "1.5G"}),
+            json!({"size": "lots"}),
+            json!({"size": 5}),
+        ] {
             match parse(bad.clone()) {
                 Err(DriverError::Invalid(msg)) => assert!(msg.contains("defaults.size"), "{msg}"),
                 other => panic!("{bad}: {other:?}"),
@@ -334,8 +371,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A size at the top level is not a default (ignored like any unknown field).
-        let c = CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake", "size": "5G"}))
-            .unwrap();
+        let c =
+            CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake", "size": "5G"}))
+                .unwrap();
         assert_eq!(c.default_size_bytes, 1 << 30);
     }
 
@@ -345,7 +383,10 @@ mod tests {
         assert!(CommonConfig::parse(&doc).is_ok());
         let w = CommonConfig::warnings(&doc);
         assert_eq!(w.len(), 2);
-        assert!(w[0].contains("debug") && w[1].contains("disableDelete"), "{w:?}");
+        assert!(
+            w[0].contains("debug") && w[1].contains("disableDelete"),
+            "{w:?}"
+        );
         assert!(CommonConfig::warnings(&json!({"version": 1})).is_empty());
     }
 

@@ -163,7 +163,10 @@ impl Names {
 
 async fn cleanup(driver: &dyn StorageDriver, names: &Names) {
     for name in names.all() {
-        ok(driver.destroy(name).await, &format!("cleanup: destroy {name}"));
+        ok(
+            driver.destroy(name).await,
+            &format!("cleanup: destroy {name} (destroy of a missing volume must succeed)"),
+        );
     }
 }
 
@@ -173,7 +176,11 @@ pub async fn check_discovery(driver: &dyn StorageDriver, pool: &str) {
     assert!(!d.backend_name.is_empty(), "discover: empty backend name");
     let mut seen = std::collections::BTreeSet::new();
     for p in &d.pools {
-        assert!(seen.insert(p.name.as_str()), "discover: pool {} listed twice", p.name);
+        assert!(
+            seen.insert(p.name.as_str()),
+            "discover: pool {} listed twice",
+            p.name
+        );
     }
     let p = d
         .pools
@@ -202,16 +209,34 @@ pub fn check_internal_names(driver: &dyn StorageDriver, opts: &ConformanceOption
         driver.internal_name(&format!("{}-x", opts.name_prefix)),
         "internal_name: not deterministic"
     );
-    assert_ne!(a, b, "internal_name: two volume names map to one internal name");
+    assert_ne!(
+        a, b,
+        "internal_name: two volume names map to one internal name"
+    );
 }
 
 async fn check_missing_volume(driver: &dyn StorageDriver, names: &Names) {
     let m = &names.missing;
-    assert_eq!(ok(driver.get(m).await, "get missing"), None, "get of a missing volume");
+    assert_eq!(
+        ok(driver.get(m).await, "get missing"),
+        None,
+        "get of a missing volume"
+    );
     ok(driver.destroy(m).await, "destroy of a missing volume");
-    ok(driver.destroy(m).await, "second destroy of a missing volume");
-    expect_class(driver.access_info(m).await, Class::NotFound, "access_info of a missing volume");
-    expect_class(driver.resize(m, 1 << 30).await, Class::NotFound, "resize of a missing volume");
+    ok(
+        driver.destroy(m).await,
+        "second destroy of a missing volume",
+    );
+    expect_class(
+        driver.access_info(m).await,
+        Class::NotFound,
+        "access_info of a missing volume",
+    );
+    expect_class(
+        driver.resize(m, 1 << 30).await,
+        Class::NotFound,
+        "resize of a missing volume",
+    );
     expect_one_of(
         driver.create_snapshot(m, "s").await,
         &[Class::NotFound, Class::Unsupported],
@@ -257,7 +282,10 @@ async fn check_lifecycle(
     check_info(&got, a, pool, opts.size_bytes, "get after create");
 
     let access = ok(driver.access_info(a).await, "access_info");
-    assert_eq!(access, created.access, "access_info differs from what create returned");
+    assert_eq!(
+        access, created.access,
+        "access_info differs from what create returned"
+    );
 
     let listed = ok(driver.list_volumes().await, "list_volumes after create");
     let entry = listed
@@ -278,13 +306,21 @@ async fn check_lifecycle(
 
     ok(driver.destroy(a).await, "destroy");
     ok(driver.destroy(a).await, "second destroy");
-    assert_eq!(ok(driver.get(a).await, "get after destroy"), None, "get after destroy");
+    assert_eq!(
+        ok(driver.get(a).await, "get after destroy"),
+        None,
+        "get after destroy"
+    );
     let listed = ok(driver.list_volumes().await, "list_volumes after destroy");
     assert!(
         !listed.iter().any(|v| &v.internal_name == a),
         "list_volumes after destroy still reports {a}"
     );
-    expect_class(driver.access_info(a).await, Class::NotFound, "access_info after destroy");
+    expect_class(
+        driver.access_info(a).await,
+        Class::NotFound,
+        "access_info after destroy",
+    );
 
     // The name is free again.
     ok(
@@ -302,7 +338,9 @@ async fn check_bad_requests(
 ) {
     if let Some(min) = opts.min_size_bytes.filter(|m| *m > 1) {
         expect_class(
-            driver.create(&create_req(&names.small, pool, min - 1)).await,
+            driver
+                .create(&create_req(&names.small, pool, min - 1))
+                .await,
             Class::Invalid,
             "create below the minimum size",
         );
@@ -316,16 +354,24 @@ async fn check_bad_requests(
             "create at exactly the minimum size",
         );
         check_info(&made, &names.small, pool, min, "create at the minimum size");
-        ok(driver.destroy(&names.small).await, "destroy of the minimum-size volume");
+        ok(
+            driver.destroy(&names.small).await,
+            "destroy of the minimum-size volume",
+        );
     }
     let no_pool = format!("{pool}-conformance-no-such-pool");
     expect_one_of(
-        driver.create(&create_req(&names.small, &no_pool, opts.size_bytes)).await,
+        driver
+            .create(&create_req(&names.small, &no_pool, opts.size_bytes))
+            .await,
         &[Class::Invalid, Class::NotFound],
         "create in an unknown pool",
     );
     assert_eq!(
-        ok(driver.get(&names.small).await, "get after create in an unknown pool"),
+        ok(
+            driver.get(&names.small).await,
+            "get after create in an unknown pool"
+        ),
         None,
         "a create in an unknown pool left a volume behind"
     );
@@ -333,9 +379,9 @@ async fn check_bad_requests(
 
 async fn free_bytes(driver: &dyn StorageDriver, pool: &str, ctx: &str) -> u64 {
     let d = ok(driver.discover().await, ctx);
-    *d.free_bytes
-        .get(pool)
-        .unwrap_or_else(|| panic!("{ctx}: capacity is on but discover reports no free bytes for {pool}"))
+    *d.free_bytes.get(pool).unwrap_or_else(|| {
+        panic!("{ctx}: capacity is on but discover reports no free bytes for {pool}")
+    })
 }
 
 async fn check_capacity(
@@ -369,7 +415,9 @@ async fn check_capacity(
         );
     }
     ok(
-        driver.create(&create_req(&names.a, pool, opts.size_bytes)).await,
+        driver
+            .create(&create_req(&names.a, pool, opts.size_bytes))
+            .await,
         "capacity: create",
     );
     let after = free_bytes(driver, pool, "capacity: discover after create").await;
@@ -391,11 +439,16 @@ async fn check_capacity(
             "capacity: pool not full after using all its free bytes"
         );
         expect_class(
-            driver.create(&create_req(&names.b, pool, opts.size_bytes)).await,
+            driver
+                .create(&create_req(&names.b, pool, opts.size_bytes))
+                .await,
             Class::Conflict,
             "capacity: create in a full pool",
         );
-        ok(driver.destroy(&names.big).await, "capacity: destroy of the filling volume");
+        ok(
+            driver.destroy(&names.big).await,
+            "capacity: destroy of the filling volume",
+        );
     }
     ok(driver.destroy(&names.a).await, "capacity: destroy");
     assert_eq!(
@@ -448,35 +501,60 @@ async fn check_snapshots(
         Class::AlreadyExists,
         "create_snapshot twice",
     );
-    ok(driver.create_snapshot(a, "snap2").await, "create_snapshot snap2");
+    ok(
+        driver.create_snapshot(a, "snap2").await,
+        "create_snapshot snap2",
+    );
 
     let listed = ok(driver.list_snapshots(a).await, "list_snapshots");
     let mut listed_names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
     listed_names.sort_unstable();
     assert_eq!(listed_names, ["snap1", "snap2"], "list_snapshots");
     for s in &listed {
-        assert_eq!(&s.volume_internal_name, a, "list_snapshots: volume of {}", s.name);
+        assert_eq!(
+            &s.volume_internal_name, a,
+            "list_snapshots: volume of {}",
+            s.name
+        );
     }
 
     ok(driver.delete_snapshot(a, "snap1").await, "delete_snapshot");
-    ok(driver.delete_snapshot(a, "snap1").await, "second delete_snapshot");
-    ok(driver.delete_snapshot(a, "never-made").await, "delete_snapshot of a missing snapshot");
-    let listed = ok(driver.list_snapshots(a).await, "list_snapshots after delete");
+    ok(
+        driver.delete_snapshot(a, "snap1").await,
+        "second delete_snapshot",
+    );
+    ok(
+        driver.delete_snapshot(a, "never-made").await,
+        "delete_snapshot of a missing snapshot",
+    );
+    let listed = ok(
+        driver.list_snapshots(a).await,
+        "list_snapshots after delete",
+    );
     let listed_names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(listed_names, ["snap2"], "list_snapshots after delete");
 
     // Snapshots go with their volume: a new volume of the same name has none.
-    ok(driver.destroy(a).await, "snapshots: destroy volume with a snapshot");
+    ok(
+        driver.destroy(a).await,
+        "snapshots: destroy volume with a snapshot",
+    );
     ok(
         driver.create(&create_req(a, pool, opts.size_bytes)).await,
         "snapshots: re-create volume",
     );
-    let listed = ok(driver.list_snapshots(a).await, "list_snapshots of a re-created volume");
+    let listed = ok(
+        driver.list_snapshots(a).await,
+        "list_snapshots of a re-created volume",
+    );
     assert!(
         listed.is_empty(),
         "snapshots survived their volume's destroy: {listed:?}"
     );
-    ok(driver.destroy(a).await, "snapshots: destroy re-created volume");
+    ok(
+        driver.destroy(a).await,
+        "snapshots: destroy re-created volume",
+    );
 }
 
 async fn check_clones(
@@ -492,25 +570,46 @@ async fn check_clones(
     );
 
     let Some(clone) = supported(
-        driver.clone_volume(&clone_req(&names.clone_vol, a, None)).await,
+        driver
+            .clone_volume(&clone_req(&names.clone_vol, a, None))
+            .await,
         opts.clones,
         "clone_volume from a volume",
     ) else {
         ok(driver.destroy(a).await, "clones: destroy source");
         return;
     };
-    check_info(&clone, &names.clone_vol, &source.pool, source.size_bytes, "clone_volume");
-    assert!(has_access(&clone.access), "clone_volume: no access information");
+    check_info(
+        &clone,
+        &names.clone_vol,
+        &source.pool,
+        source.size_bytes,
+        "clone_volume",
+    );
+    assert!(
+        has_access(&clone.access),
+        "clone_volume: no access information"
+    );
     let got = ok(driver.get(&names.clone_vol).await, "get of a clone")
         .unwrap_or_else(|| panic!("get of a clone: {} not found", names.clone_vol));
-    check_info(&got, &names.clone_vol, &source.pool, source.size_bytes, "get of a clone");
+    check_info(
+        &got,
+        &names.clone_vol,
+        &source.pool,
+        source.size_bytes,
+        "get of a clone",
+    );
     expect_class(
-        driver.clone_volume(&clone_req(&names.clone_vol, a, None)).await,
+        driver
+            .clone_volume(&clone_req(&names.clone_vol, a, None))
+            .await,
         Class::AlreadyExists,
         "clone_volume onto an existing name",
     );
     expect_class(
-        driver.clone_volume(&clone_req(&names.b, &names.missing, None)).await,
+        driver
+            .clone_volume(&clone_req(&names.b, &names.missing, None))
+            .await,
         Class::NotFound,
         "clone_volume of a missing source",
     );
@@ -534,7 +633,13 @@ async fn check_clones(
                 .await,
             "clone_volume from a snapshot",
         );
-        check_info(&c, &names.clone_snap, &source.pool, source.size_bytes, "clone from snapshot");
+        check_info(
+            &c,
+            &names.clone_snap,
+            &source.pool,
+            source.size_bytes,
+            "clone from snapshot",
+        );
         expect_class(
             driver
                 .clone_volume(&clone_req(&names.b, a, Some("no-such-snapshot")))
@@ -547,14 +652,30 @@ async fn check_clones(
             None,
             "a failed clone from a missing snapshot left a volume behind"
         );
-        ok(driver.destroy(&names.clone_snap).await, "destroy of a clone from a snapshot");
-        ok(driver.delete_snapshot(a, "clone-base").await, "clones: delete snapshot");
+        ok(
+            driver.destroy(&names.clone_snap).await,
+            "destroy of a clone from a snapshot",
+        );
+        ok(
+            driver.delete_snapshot(a, "clone-base").await,
+            "clones: delete snapshot",
+        );
     }
 
     ok(driver.destroy(&names.clone_vol).await, "destroy of a clone");
-    assert_eq!(ok(driver.get(&names.clone_vol).await, "get of a destroyed clone"), None);
+    assert_eq!(
+        ok(
+            driver.get(&names.clone_vol).await,
+            "get of a destroyed clone"
+        ),
+        None
+    );
     assert!(
-        ok(driver.get(a).await, "get of the source after its clone's destroy").is_some(),
+        ok(
+            driver.get(a).await,
+            "get of the source after its clone's destroy"
+        )
+        .is_some(),
         "destroying a clone removed its source"
     );
     ok(driver.destroy(a).await, "clones: destroy source");
@@ -568,7 +689,10 @@ async fn check_resize(
 ) {
     let a = &names.a;
     let size = opts.size_bytes;
-    ok(driver.create(&create_req(a, pool, size)).await, "resize: create");
+    ok(
+        driver.create(&create_req(a, pool, size)).await,
+        "resize: create",
+    );
     let before = if opts.capacity {
         Some(free_bytes(driver, pool, "resize: discover").await)
     } else {
@@ -586,15 +710,29 @@ async fn check_resize(
         size * 2,
         got.size_bytes
     );
-    ok(driver.resize(a, got.size_bytes).await, "resize to the current size");
+    ok(
+        driver.resize(a, got.size_bytes).await,
+        "resize to the current size",
+    );
     if opts.shrink_refused {
-        expect_class(driver.resize(a, size).await, Class::Invalid, "resize shrink");
+        expect_class(
+            driver.resize(a, size).await,
+            Class::Invalid,
+            "resize shrink",
+        );
         let got = ok(driver.get(a).await, "get after refused shrink").expect("volume gone");
-        assert!(got.size_bytes >= size * 2, "a refused shrink changed the size");
+        assert!(
+            got.size_bytes >= size * 2,
+            "a refused shrink changed the size"
+        );
     }
     if let Some(before) = before {
         let after = free_bytes(driver, pool, "resize: discover after grow").await;
-        assert_eq!(after, before - size, "resize: free bytes after growing by {size}");
+        assert_eq!(
+            after,
+            before - size,
+            "resize: free bytes after growing by {size}"
+        );
         if let Some(too_big) = (size * 2).checked_add(after).and_then(|s| s.checked_add(1)) {
             expect_class(
                 driver.resize(a, too_big).await,
@@ -624,6 +762,17 @@ async fn check_concurrency(
     opts: &ConformanceOptions,
     names: &Names,
 ) {
+    if opts.capacity {
+        let free = free_bytes(driver, pool, "concurrency: discover").await;
+        let needed = opts.size_bytes.saturating_mul(opts.concurrency as u64 + 1);
+        assert!(
+            free >= needed,
+            "concurrency: pool {pool} has {free} bytes free, the check needs {needed} \
+             ({} volumes of {} bytes); use a bigger pool or lower concurrency",
+            opts.concurrency + 1,
+            opts.size_bytes
+        );
+    }
     let reqs: Vec<CreateRequest> = names
         .concurrent
         .iter()
@@ -638,7 +787,10 @@ async fn check_concurrency(
         .map(|v| (v.internal_name.clone(), v))
         .collect();
     for name in &names.concurrent {
-        assert!(listed.contains_key(name), "concurrent create: {name} not listed");
+        assert!(
+            listed.contains_key(name),
+            "concurrent create: {name} not listed"
+        );
     }
     // The same name created concurrently: exactly one wins.
     let dup = create_req(&names.b, pool, opts.size_bytes);
@@ -648,9 +800,13 @@ async fn check_concurrency(
     for r in results.into_iter().filter(|r| r.is_err()) {
         expect_class(r, Class::AlreadyExists, "concurrent create of one name");
     }
-    ok(driver.destroy(&names.b).await, "destroy after concurrent creates of one name");
+    ok(
+        driver.destroy(&names.b).await,
+        "destroy after concurrent creates of one name",
+    );
 
-    let results = futures::future::join_all(names.concurrent.iter().map(|n| driver.destroy(n))).await;
+    let results =
+        futures::future::join_all(names.concurrent.iter().map(|n| driver.destroy(n))).await;
     for (r, name) in results.into_iter().zip(&names.concurrent) {
         ok(r, &format!("concurrent destroy of {name}"));
     }
@@ -745,7 +901,233 @@ fn expect_one_of<T: std::fmt::Debug>(r: DriverResult<T>, want: &[Class], ctx: &s
                 "{ctx}: expected an error of class {want:?}, got {e:?}"
             );
             assert!(!e.is_retryable(), "{ctx}: {e:?} is classified retryable");
-            assert!(!e.to_string().is_empty(), "{ctx}: {e:?} has an empty message");
+            assert!(
+                !e.to_string().is_empty(),
+                "{ctx}: {e:?} has an empty message"
+            );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The suite must catch broken drivers: a wrapper around the fake injects one bug at a time.
+
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    use super::*;
+    use crate::drivers::fake::FakeDriver;
+    use crate::drivers::{Discovery, SnapshotInfo};
+    use crate::model::AccessInfo;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Bug {
+        None,
+        DestroyMissingIsNotFound,
+        DuplicateCreateSucceeds,
+        DeleteSnapshotTwiceFails,
+        NotFoundIsUnavailable,
+        ClonesUnsupported,
+        ShrinkAllowed,
+        DestroyKeepsCapacity,
+    }
+
+    #[derive(Debug)]
+    struct Broken {
+        inner: FakeDriver,
+        bug: Bug,
+        leaks: std::sync::atomic::AtomicUsize,
+    }
+
+    fn broken(bug: Bug) -> Broken {
+        let inner = FakeDriver::new(&json!({
+            "version": 1, "storageDriverName": "fake", "instanceName": "broken",
+            "pools": {"p": {"attributes": {}, "sizeBytes": 100u64 << 30}},
+        }))
+        .unwrap();
+        Broken {
+            inner,
+            bug,
+            leaks: Default::default(),
+        }
+    }
+
+    fn opts() -> ConformanceOptions {
+        ConformanceOptions {
+            size_bytes: 64 << 20,
+            min_size_bytes: Some(1 << 20),
+            ..Default::default()
+        }
+    }
+
+    #[async_trait]
+    impl StorageDriver for Broken {
+        fn driver_name(&self) -> &'static str {
+            "broken"
+        }
+        fn external_config(&self) -> serde_json::Value {
+            self.inner.external_config()
+        }
+        fn internal_name(&self, volume_name: &str) -> String {
+            self.inner.internal_name(volume_name)
+        }
+        async fn discover(&self) -> DriverResult<Discovery> {
+            self.inner.discover().await
+        }
+        async fn create(&self, req: &CreateRequest) -> DriverResult<VolumeInfo> {
+            match self.inner.create(req).await {
+                Err(DriverError::AlreadyExists(_)) if self.bug == Bug::DuplicateCreateSucceeds => {
+                    Ok(self.inner.get(&req.internal_name).await?.unwrap())
+                }
+                r => r,
+            }
+        }
+        async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo> {
+            if self.bug == Bug::ClonesUnsupported {
+                return Err(DriverError::Unsupported("no clones here".into()));
+            }
+            self.inner.clone_volume(req).await
+        }
+        async fn get(&self, internal_name: &str) -> DriverResult<Option<VolumeInfo>> {
+            self.inner.get(internal_name).await
+        }
+        async fn destroy(&self, internal_name: &str) -> DriverResult<()> {
+            let existed = self.inner.get(internal_name).await?;
+            if existed.is_none() && self.bug == Bug::DestroyMissingIsNotFound {
+                return Err(DriverError::NotFound("gone".into()));
+            }
+            self.inner.destroy(internal_name).await?;
+            if let (Some(v), Bug::DestroyKeepsCapacity) = (&existed, self.bug) {
+                // Leak the bytes: a hidden volume takes them back.
+                let n = self
+                    .leaks
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let leak = create_req(&format!("leak-{n}"), &v.pool, v.size_bytes);
+                self.inner.create(&leak).await?;
+            }
+            Ok(())
+        }
+        async fn resize(&self, internal_name: &str, size_bytes: u64) -> DriverResult<()> {
+            if self.bug == Bug::ShrinkAllowed
+                && let Some(v) = self.inner.get(internal_name).await?
+                && size_bytes < v.size_bytes
+            {
+                return Ok(());
+            }
+            self.inner.resize(internal_name, size_bytes).await
+        }
+        async fn create_snapshot(&self, v: &str, s: &str) -> DriverResult<SnapshotInfo> {
+            self.inner.create_snapshot(v, s).await
+        }
+        async fn list_snapshots(&self, v: &str) -> DriverResult<Vec<SnapshotInfo>> {
+            self.inner.list_snapshots(v).await
+        }
+        async fn delete_snapshot(&self, v: &str, s: &str) -> DriverResult<()> {
+            if self.bug == Bug::DeleteSnapshotTwiceFails
+                && !self
+                    .inner
+                    .list_snapshots(v)
+                    .await?
+                    .iter()
+                    .any(|x| x.name == s)
+            {
+                return Err(DriverError::NotFound("no such snapshot".into()));
+            }
+            self.inner.delete_snapshot(v, s).await
+        }
+        async fn list_volumes(&self) -> DriverResult<Vec<VolumeInfo>> {
+            self.inner.list_volumes().await
+        }
+        async fn access_info(&self, internal_name: &str) -> DriverResult<AccessInfo> {
+            match self.inner.access_info(internal_name).await {
+                Err(DriverError::NotFound(m)) if self.bug == Bug::NotFoundIsUnavailable => {
+                    Err(DriverError::Unavailable(m))
+                }
+                r => r,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_correct_driver_passes() {
+        run(&broken(Bug::None), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "destroy of a missing volume")]
+    async fn catches_destroy_not_idempotent() {
+        run(&broken(Bug::DestroyMissingIsNotFound), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "create of an existing name")]
+    async fn catches_duplicate_create() {
+        run(&broken(Bug::DuplicateCreateSucceeds), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "second delete_snapshot")]
+    async fn catches_delete_snapshot_not_idempotent() {
+        run(&broken(Bug::DeleteSnapshotTwiceFails), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "access_info of a missing volume")]
+    async fn catches_misclassified_errors() {
+        run(&broken(Bug::NotFoundIsUnavailable), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "resize shrink")]
+    async fn catches_shrink() {
+        run(&broken(Bug::ShrinkAllowed), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "capacity: destroy did not give the bytes back")]
+    async fn catches_capacity_leak() {
+        run(&broken(Bug::DestroyKeepsCapacity), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "clone_volume from a volume")]
+    async fn required_clones_must_work() {
+        run(&broken(Bug::ClonesUnsupported), "p", &opts()).await;
+    }
+
+    #[tokio::test]
+    async fn optional_clones_may_be_unsupported() {
+        let d = broken(Bug::ClonesUnsupported);
+        run(
+            &d,
+            "p",
+            &ConformanceOptions {
+                clones: Support::Optional,
+                ..opts()
+            },
+        )
+        .await;
+        assert!(d.list_volumes().await.unwrap().is_empty());
+        run(
+            &d,
+            "p",
+            &ConformanceOptions {
+                clones: Support::Skip,
+                ..opts()
+            },
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn leftovers_of_a_failed_run_are_cleaned_first() {
+        let d = broken(Bug::None);
+        let leftover = d.internal_name("conformance-a");
+        d.create(&create_req(&leftover, "p", 1 << 30))
+            .await
+            .unwrap();
+        run(&d, "p", &opts()).await;
+        assert!(d.list_volumes().await.unwrap().is_empty());
     }
 }

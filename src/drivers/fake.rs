@@ -59,8 +59,8 @@ use serde_json::{Map, Value, json};
 
 use super::config::{as_object, field, opt_str, wrong_type};
 use super::{
-    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
-    SnapshotInfo, StorageDriver, VolumeInfo,
+    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
+    StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
@@ -118,7 +118,11 @@ impl Latency {
             return Ok(Latency::LogNormal { median, sigma });
         }
         let d = duration(s.strip_prefix("fixed:").unwrap_or(s))?;
-        Ok(if d.is_zero() { Latency::None } else { Latency::Fixed(d) })
+        Ok(if d.is_zero() {
+            Latency::None
+        } else {
+            Latency::Fixed(d)
+        })
     }
 
     /// One delay, or `None` for no delay.
@@ -229,7 +233,12 @@ impl Persister {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        Persister { path, tmp: PathBuf::from(tmp), dir, written: Mutex::new(0) }
+        Persister {
+            path,
+            tmp: PathBuf::from(tmp),
+            dir,
+            written: Mutex::new(0),
+        }
     }
 
     /// Writes `bytes` unless a newer generation is already on disk (it includes this one).
@@ -266,6 +275,7 @@ pub struct FakeDriver {
     pool_index: HashMap<String, usize>,
     latency: Latency,
     failure_rate: f64,
+    // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
     #[allow(dead_code)]
     username: Option<Secret>,
     #[allow(dead_code)]
@@ -280,7 +290,10 @@ impl std::fmt::Debug for FakeDriver {
             .field("backend_name", &self.backend_name)
             .field("instance_name", &self.instance_name)
             .field("protocol", &self.protocol)
-            .field("pools", &self.pools.iter().map(|p| &p.info.name).collect::<Vec<_>>())
+            .field(
+                "pools",
+                &self.pools.iter().map(|p| &p.info.name).collect::<Vec<_>>(),
+            )
             .field("latency", &self.latency)
             .field("failure_rate", &self.failure_rate)
             .field("state_path", &self.persister.as_ref().map(|p| &p.path))
@@ -310,7 +323,9 @@ impl FakeDriver {
             })?,
         };
 
-        let instance_name = opt_str(obj, "instanceName")?.unwrap_or_default().to_string();
+        let instance_name = opt_str(obj, "instanceName")?
+            .unwrap_or_default()
+            .to_string();
         let backend_name = match (&common.backend_name, instance_name.as_str()) {
             (Some(b), _) => b.clone(),
             (None, "") => {
@@ -327,8 +342,11 @@ impl FakeDriver {
         };
 
         let pools = parse_pools(obj)?;
-        let pool_index: HashMap<String, usize> =
-            pools.iter().enumerate().map(|(i, p)| (p.info.name.clone(), i)).collect();
+        let pool_index: HashMap<String, usize> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.info.name.clone(), i))
+            .collect();
         let mut pools = pools;
 
         let latency = match opt_str(obj, "latency")? {
@@ -465,7 +483,10 @@ impl FakeDriver {
     fn commit(&self, st: &mut ArrayState) -> Option<Pending> {
         self.persister.as_ref()?;
         st.generation += 1;
-        Some(Pending { generation: st.generation, bytes: self.encode_state(st) })
+        Some(Pending {
+            generation: st.generation,
+            bytes: self.encode_state(st),
+        })
     }
 
     fn encode_state(&self, st: &ArrayState) -> Vec<u8> {
@@ -477,7 +498,10 @@ impl FakeDriver {
                 .iter()
                 .zip(&st.free)
                 .map(|(p, free)| {
-                    let record = PoolRecord { total_bytes: p.size_bytes, free_bytes: *free };
+                    let record = PoolRecord {
+                        total_bytes: p.size_bytes,
+                        free_bytes: *free,
+                    };
                     (p.info.name.clone(), record)
                 })
                 .collect(),
@@ -523,13 +547,7 @@ impl FakeDriver {
     }
 
     /// Checks the size and the pool's room, then takes the bytes.
-    fn reserve(
-        &self,
-        free: &mut [u64],
-        pool: usize,
-        size: u64,
-        name: &str,
-    ) -> DriverResult<()> {
+    fn reserve(&self, free: &mut [u64], pool: usize, size: u64, name: &str) -> DriverResult<()> {
         let available = free[pool];
         if available < size {
             return Err(DriverError::Conflict(format!(
@@ -586,7 +604,11 @@ fn parse_pools(obj: &Map<String, Value>) -> DriverResult<Vec<Pool>> {
         crate::model::validate_name("pool name", name)
             .map_err(|e| DriverError::Invalid(format!("invalid value for pools: {e}")))?;
         let Value::Object(pool) = pool else {
-            return Err(wrong_type(&format!("pools.{name}"), "an object", Some(pool)));
+            return Err(wrong_type(
+                &format!("pools.{name}"),
+                "an object",
+                Some(pool),
+            ));
         };
         let mut offers = match field(pool, "attributes") {
             None | Some(Value::Null) => {
@@ -595,14 +617,23 @@ fn parse_pools(obj: &Map<String, Value>) -> DriverResult<Vec<Pool>> {
                      object (it may be {{}})"
                 )));
             }
-            Some(v @ Value::Object(_)) => parse_offers(v).map_err(|e| {
-                DriverError::Invalid(format!("invalid value for pools.{name}.attributes: {e}"))
-            })?,
+            Some(v @ Value::Object(_)) => {
+                crate::model::attributes::parse_offers(v).map_err(|e| {
+                    DriverError::Invalid(format!("invalid value for pools.{name}.attributes: {e}"))
+                })?
+            }
             Some(other) => {
-                return Err(wrong_type(&format!("pools.{name}.attributes"), "an object", Some(other)));
+                return Err(wrong_type(
+                    &format!("pools.{name}.attributes"),
+                    "an object",
+                    Some(other),
+                ));
             }
         };
-        offers.insert("backendType".to_string(), Offer::Strings(BTreeSet::from([DRIVER_NAME.to_string()])));
+        offers.insert(
+            "backendType".to_string(),
+            Offer::Strings(BTreeSet::from([DRIVER_NAME.to_string()])),
+        );
         let size_bytes = match field(pool, "sizeBytes") {
             None | Some(Value::Null) => 0,
             Some(Value::Number(n)) if n.is_u64() => n.as_u64().unwrap_or_default(),
@@ -615,25 +646,16 @@ fn parse_pools(obj: &Map<String, Value>) -> DriverResult<Vec<Pool>> {
             }
         };
         out.push(Pool {
-            info: PoolInfo { name: name.clone(), offers, total_bytes: Some(size_bytes) },
+            info: PoolInfo {
+                name: name.clone(),
+                offers,
+                total_bytes: Some(size_bytes),
+            },
             size_bytes,
             fail: None,
         });
     }
     out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
-    Ok(out)
-}
-
-/// A pool's offer map, checked against the attribute registry.
-fn parse_offers(v: &Value) -> Result<BTreeMap<String, Offer>, String> {
-    // TEMPORARY until wt-model is merged: replaced by crate::model::attributes::parse_offers.
-    let obj = v.as_object().ok_or("expected an object")?;
-    let mut out = BTreeMap::new();
-    for (name, offer) in obj {
-        crate::model::attributes::attr_type(name).ok_or_else(|| format!("unrecognized storage attribute: {name}"))?;
-        let offer: Offer = serde_json::from_value(offer.clone()).map_err(|e| e.to_string())?;
-        out.insert(name.clone(), offer);
-    }
     Ok(out)
 }
 
@@ -649,7 +671,10 @@ fn load_state(
     let path = p.path.display();
     let invalid = |msg: String| DriverError::Invalid(format!("invalid statePath {path}: {msg}"));
     if !p.dir.is_dir() {
-        return Err(invalid(format!("directory {} does not exist", p.dir.display())));
+        return Err(invalid(format!(
+            "directory {} does not exist",
+            p.dir.display()
+        )));
     }
     let bytes = match fs::read(&p.path) {
         Ok(b) => b,
@@ -679,10 +704,19 @@ fn load_state(
             )));
         };
         used[pool] = used[pool].saturating_add(v.size_bytes);
-        let protocol = if v.protocol == Protocol::Block { Protocol::Block } else { Protocol::File };
+        let protocol = if v.protocol == Protocol::Block {
+            Protocol::Block
+        } else {
+            Protocol::File
+        };
         state.volumes.insert(
             name,
-            Volume { pool, size_bytes: v.size_bytes, protocol, snapshots: v.snapshots },
+            Volume {
+                pool,
+                size_bytes: v.size_bytes,
+                protocol,
+                snapshots: v.snapshots,
+            },
         );
     }
     for (i, pool) in pools.iter().enumerate() {
@@ -710,7 +744,10 @@ impl StorageDriver for FakeDriver {
             .zip(&st.free)
             .map(|(p, free)| {
                 let attributes = serde_json::to_value(&p.info.offers).unwrap_or(Value::Null);
-                (p.info.name.clone(), json!({"attributes": attributes, "sizeBytes": free}))
+                (
+                    p.info.name.clone(),
+                    json!({"attributes": attributes, "sizeBytes": free}),
+                )
             })
             .collect();
         drop(st);
@@ -733,7 +770,11 @@ impl StorageDriver for FakeDriver {
         self.delay().await;
         let free_bytes = {
             let st = self.lock();
-            self.pools.iter().zip(&st.free).map(|(p, f)| (p.info.name.clone(), *f)).collect()
+            self.pools
+                .iter()
+                .zip(&st.free)
+                .map(|(p, f)| (p.info.name.clone(), *f))
+                .collect()
         };
         Ok(Discovery {
             backend_name: self.backend_name.clone(),
@@ -747,7 +788,9 @@ impl StorageDriver for FakeDriver {
         self.delay().await;
         self.inject_failure()?;
         if req.pool.is_empty() {
-            return Err(DriverError::Invalid("no pool specified for the volume".to_string()));
+            return Err(DriverError::Invalid(
+                "no pool specified for the volume".to_string(),
+            ));
         }
         let Some(&pool) = self.pool_index.get(&req.pool) else {
             return Err(DriverError::Invalid(format!(
@@ -757,7 +800,11 @@ impl StorageDriver for FakeDriver {
         };
         self.pool_failure(pool)?;
         check_name("internalName", &req.internal_name)?;
-        let size = if req.size_bytes == 0 { self.default_size_bytes } else { req.size_bytes };
+        let size = if req.size_bytes == 0 {
+            self.default_size_bytes
+        } else {
+            req.size_bytes
+        };
         if size < MIN_VOLUME_BYTES {
             return Err(DriverError::Invalid(format!(
                 "requested volume size ({size} bytes) is too small; the minimum volume size is \
@@ -840,7 +887,10 @@ impl StorageDriver for FakeDriver {
     async fn get(&self, internal_name: &str) -> DriverResult<Option<VolumeInfo>> {
         self.delay().await;
         let st = self.lock();
-        Ok(st.volumes.get(internal_name).map(|v| self.info(internal_name, v)))
+        Ok(st
+            .volumes
+            .get(internal_name)
+            .map(|v| self.info(internal_name, v)))
     }
 
     async fn destroy(&self, internal_name: &str) -> DriverResult<()> {
@@ -900,8 +950,11 @@ impl StorageDriver for FakeDriver {
                     "snapshot {snapshot} of volume {internal_name} already exists"
                 )));
             }
-            let snap =
-                Snapshot { name: snapshot.to_string(), created_ms: now_ms(), size_bytes: v.size_bytes };
+            let snap = Snapshot {
+                name: snapshot.to_string(),
+                created_ms: now_ms(),
+                size_bytes: v.size_bytes,
+            };
             let info = SnapshotInfo {
                 name: snap.name.clone(),
                 volume_internal_name: internal_name.to_string(),
@@ -918,7 +971,10 @@ impl StorageDriver for FakeDriver {
     async fn list_snapshots(&self, internal_name: &str) -> DriverResult<Vec<SnapshotInfo>> {
         self.delay().await;
         let st = self.lock();
-        let v = st.volumes.get(internal_name).ok_or_else(|| not_found(internal_name))?;
+        let v = st
+            .volumes
+            .get(internal_name)
+            .ok_or_else(|| not_found(internal_name))?;
         Ok(v.snapshots
             .iter()
             .map(|s| SnapshotInfo {
@@ -951,7 +1007,10 @@ impl StorageDriver for FakeDriver {
         self.delay().await;
         let mut out: Vec<VolumeInfo> = {
             let st = self.lock();
-            st.volumes.iter().map(|(name, v)| self.info(name, v)).collect()
+            st.volumes
+                .iter()
+                .map(|(name, v)| self.info(name, v))
+                .collect()
         };
         out.sort_by(|a, b| a.internal_name.cmp(&b.internal_name));
         Ok(out)
@@ -960,7 +1019,10 @@ impl StorageDriver for FakeDriver {
     async fn access_info(&self, internal_name: &str) -> DriverResult<AccessInfo> {
         self.delay().await;
         let st = self.lock();
-        let v = st.volumes.get(internal_name).ok_or_else(|| not_found(internal_name))?;
+        let v = st
+            .volumes
+            .get(internal_name)
+            .ok_or_else(|| not_found(internal_name))?;
         Ok(access(internal_name, v.protocol))
     }
 }
@@ -1047,7 +1109,10 @@ mod tests {
         assert_eq!(FakeDriver::new(&doc).unwrap().backend_name(), "b");
         // Neither: the error names both fields.
         let msg = invalid(cfg(json!({"instanceName": ""})));
-        assert!(msg.contains("backendName") && msg.contains("instanceName"), "{msg}");
+        assert!(
+            msg.contains("backendName") && msg.contains("instanceName"),
+            "{msg}"
+        );
         let msg = invalid(cfg(json!({"instanceName": "a/b"})));
         assert!(msg.contains("instanceName"), "{msg}");
         let msg = invalid(cfg(json!({"instanceName": 3})));
@@ -1056,7 +1121,11 @@ mod tests {
 
     #[test]
     fn protocol_config() {
-        for (p, want) in [("file", Protocol::File), ("block", Protocol::Block), ("", Protocol::Any)] {
+        for (p, want) in [
+            ("file", Protocol::File),
+            ("block", Protocol::Block),
+            ("", Protocol::Any),
+        ] {
             assert_eq!(driver(json!({"protocol": p})).protocol, want);
         }
         let mut doc = cfg(json!({}));
@@ -1072,15 +1141,31 @@ mod tests {
     fn pool_config_errors_name_the_field() {
         let msg = invalid(cfg(json!({"pools": {"p": {"sizeBytes": 5}}})));
         assert!(msg.contains("pools.p.attributes"), "{msg}");
-        let msg = invalid(cfg(json!({"pools": {"p": {"attributes": [], "sizeBytes": 5}}})));
+        let msg = invalid(cfg(
+            json!({"pools": {"p": {"attributes": [], "sizeBytes": 5}}}),
+        ));
         assert!(msg.contains("pools.p.attributes"), "{msg}");
-        let msg = invalid(cfg(json!({"pools": {"p": {"attributes": {"colour": {"offer": true}}}}})));
-        assert!(msg.contains("pools.p.attributes") && msg.contains("colour"), "{msg}");
-        let msg = invalid(cfg(json!({"pools": {"p": {"attributes": {"snapshots": {"min": 1, "max": 2}}}}})));
-        assert!(msg.contains("pools.p.attributes") && msg.contains("snapshots"), "{msg}");
-        let msg = invalid(cfg(json!({"pools": {"p": {"attributes": {}, "sizeBytes": -1}}})));
+        let msg = invalid(cfg(
+            json!({"pools": {"p": {"attributes": {"colour": {"offer": true}}}}}),
+        ));
+        assert!(
+            msg.contains("pools.p.attributes") && msg.contains("colour"),
+            "{msg}"
+        );
+        let msg = invalid(cfg(
+            json!({"pools": {"p": {"attributes": {"snapshots": {"min": 1, "max": 2}}}}}),
+        ));
+        assert!(
+            msg.contains("pools.p.attributes") && msg.contains("snapshots"),
+            "{msg}"
+        );
+        let msg = invalid(cfg(
+            json!({"pools": {"p": {"attributes": {}, "sizeBytes": -1}}}),
+        ));
         assert!(msg.contains("pools.p.sizeBytes"), "{msg}");
-        let msg = invalid(cfg(json!({"pools": {"p": {"attributes": {}, "sizeBytes": "1G"}}})));
+        let msg = invalid(cfg(
+            json!({"pools": {"p": {"attributes": {}, "sizeBytes": "1G"}}}),
+        ));
         assert!(msg.contains("pools.p.sizeBytes"), "{msg}");
         let msg = invalid(cfg(json!({"pools": {"p": 5}})));
         assert!(msg.contains("pools.p"), "{msg}");
@@ -1115,7 +1200,10 @@ mod tests {
             (json!({"failPools": ["p1"]}), "failPools"),
             (json!({"statePath": 5}), "statePath"),
             (json!({"statePath": ""}), "statePath"),
-            (json!({"statePath": "/nonexistent-dir-for-storch/state.json"}), "statePath"),
+            (
+                json!({"statePath": "/nonexistent-dir-for-storch/state.json"}),
+                "statePath",
+            ),
             (json!({"username": 5}), "username"),
             (json!({"password": false}), "password"),
         ] {
@@ -1128,21 +1216,36 @@ mod tests {
     fn latency_parsing_and_sampling() {
         assert_eq!(Latency::parse("0ms").unwrap(), Latency::None);
         assert_eq!(Latency::parse("0s").unwrap(), Latency::None);
-        assert_eq!(Latency::parse("10ms").unwrap(), Latency::Fixed(Duration::from_millis(10)));
-        assert_eq!(Latency::parse("fixed:1s").unwrap(), Latency::Fixed(Duration::from_secs(1)));
+        assert_eq!(
+            Latency::parse("10ms").unwrap(),
+            Latency::Fixed(Duration::from_millis(10))
+        );
+        assert_eq!(
+            Latency::parse("fixed:1s").unwrap(),
+            Latency::Fixed(Duration::from_secs(1))
+        );
         assert_eq!(
             Latency::parse("lognormal:200ms").unwrap(),
-            Latency::LogNormal { median: Duration::from_millis(200), sigma: 0.5 }
+            Latency::LogNormal {
+                median: Duration::from_millis(200),
+                sigma: 0.5
+            }
         );
         assert_eq!(
             Latency::parse("lognormal:200ms:0.8").unwrap(),
-            Latency::LogNormal { median: Duration::from_millis(200), sigma: 0.8 }
+            Latency::LogNormal {
+                median: Duration::from_millis(200),
+                sigma: 0.8
+            }
         );
         assert_eq!(Latency::parse("lognormal:0ms").unwrap(), Latency::None);
         assert!(Latency::parse("lognormal:").is_err());
         assert!(Latency::parse("ten").is_err());
         assert_eq!(Latency::None.sample(), None);
-        assert_eq!(Latency::Fixed(Duration::from_millis(3)).sample(), Some(Duration::from_millis(3)));
+        assert_eq!(
+            Latency::Fixed(Duration::from_millis(3)).sample(),
+            Some(Duration::from_millis(3))
+        );
         // The lognormal's sample median is close to the configured median (a statistical check
         // on the sampled values, no clock involved).
         let l = Latency::parse("lognormal:200ms").unwrap();
@@ -1150,7 +1253,11 @@ mod tests {
         samples.sort();
         let median = samples[2000].as_secs_f64();
         assert!((0.17..0.235).contains(&median), "sample median {median}");
-        assert!(samples.iter().all(|s| *s <= Duration::from_millis(200) * 100));
+        assert!(
+            samples
+                .iter()
+                .all(|s| *s <= Duration::from_millis(200) * 100)
+        );
         assert!(samples[0] < samples[4000], "no spread");
     }
 
@@ -1184,9 +1291,15 @@ mod tests {
         let canary = "canary-password-9917";
         let d = driver(json!({"username": canary_user, "password": canary}));
         let shown = d.external_config().to_string();
-        assert!(!shown.contains(canary) && !shown.contains(canary_user), "{shown}");
+        assert!(
+            !shown.contains(canary) && !shown.contains(canary_user),
+            "{shown}"
+        );
         let debug = format!("{d:?}");
-        assert!(!debug.contains(canary) && !debug.contains(canary_user), "{debug}");
+        assert!(
+            !debug.contains(canary) && !debug.contains(canary_user),
+            "{debug}"
+        );
         let mut errors = Vec::new();
         errors.push(d.create(&req("v", "nope", GIB)).await.unwrap_err());
         errors.push(d.create(&req("v", "p2", 100 * GIB)).await.unwrap_err());
@@ -1209,7 +1322,10 @@ mod tests {
         assert_eq!(d.internal_name("pvc-1"), "trident-pvc-1");
         assert_eq!(d.internal_name("a.b_c"), "trident-a.b_c");
         assert_eq!(d.external_config()["storagePrefix"], "custom_");
-        assert_eq!(driver(json!({})).external_config()["storagePrefix"], Value::Null);
+        assert_eq!(
+            driver(json!({})).external_config()["storagePrefix"],
+            Value::Null
+        );
     }
 
     #[tokio::test]
@@ -1222,20 +1338,32 @@ mod tests {
         assert_eq!(names, ["p1", "p2"]);
         let p1 = &disc.pools[0];
         assert_eq!(p1.total_bytes, Some(10 * GIB));
-        assert_eq!(p1.offers["backendType"], Offer::Strings(BTreeSet::from(["fake".to_string()])));
+        assert_eq!(
+            p1.offers["backendType"],
+            Offer::Strings(BTreeSet::from(["fake".to_string()]))
+        );
         assert_eq!(p1.offers["snapshots"], Offer::Bool(true));
-        assert_eq!(p1.offers["media"], Offer::Strings(BTreeSet::from(["ssd".to_string()])));
+        assert_eq!(
+            p1.offers["media"],
+            Offer::Strings(BTreeSet::from(["ssd".to_string()]))
+        );
         assert_eq!(disc.pools[1].offers.len(), 1);
         assert_eq!(disc.free_bytes["p1"], 10 * GIB);
         d.create(&req("v", "p1", GIB)).await.unwrap();
         let disc = d.discover().await.unwrap();
         assert_eq!(disc.free_bytes["p1"], 9 * GIB);
-        assert_eq!(disc.pools[0].total_bytes, Some(10 * GIB), "total stays the configured size");
+        assert_eq!(
+            disc.pools[0].total_bytes,
+            Some(10 * GIB),
+            "total stays the configured size"
+        );
     }
 
     #[test]
     fn configured_backend_type_is_overridden() {
-        let d = driver(json!({"pools": {"p": {"attributes": {"backendType": {"offer": ["ontap-nas"]}}}}}));
+        let d = driver(
+            json!({"pools": {"p": {"attributes": {"backendType": {"offer": ["ontap-nas"]}}}}}),
+        );
         assert_eq!(
             d.pools[0].info.offers["backendType"],
             Offer::Strings(BTreeSet::from(["fake".to_string()]))
@@ -1292,7 +1420,11 @@ mod tests {
             Err(DriverError::AlreadyExists(msg)) => assert!(msg.contains("trident-v"), "{msg}"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(free(&d, "p2").await, GIB, "a duplicate create took no capacity");
+        assert_eq!(
+            free(&d, "p2").await,
+            GIB,
+            "a duplicate create took no capacity"
+        );
         assert_eq!(d.list_volumes().await.unwrap(), vec![info]);
         d.destroy("trident-v").await.unwrap();
         d.destroy("trident-v").await.unwrap();
@@ -1308,7 +1440,10 @@ mod tests {
         let v = d.create(&req("zero", "p2", 0)).await.unwrap();
         assert_eq!(v.size_bytes, 300 * MIB);
         // Exactly 1 MiB is fine, one byte less is not.
-        assert_eq!(d.create(&req("min", "p2", MIB)).await.unwrap().size_bytes, MIB);
+        assert_eq!(
+            d.create(&req("min", "p2", MIB)).await.unwrap().size_bytes,
+            MIB
+        );
         match d.create(&req("small", "p2", MIB - 1)).await {
             Err(DriverError::Invalid(msg)) => assert!(msg.contains("too small"), "{msg}"),
             other => panic!("{other:?}"),
@@ -1323,23 +1458,35 @@ mod tests {
         }
         d.create(&req("rest", "p2", left)).await.unwrap();
         assert_eq!(free(&d, "p2").await, 0);
-        assert!(matches!(d.create(&req("more", "p2", MIB)).await, Err(DriverError::Conflict(_))));
+        assert!(matches!(
+            d.create(&req("more", "p2", MIB)).await,
+            Err(DriverError::Conflict(_))
+        ));
         // Default size 1 GiB when defaults are absent.
         let d = driver(json!({}));
-        assert_eq!(d.create(&req("zero", "p1", 0)).await.unwrap().size_bytes, GIB);
+        assert_eq!(
+            d.create(&req("zero", "p1", 0)).await.unwrap().size_bytes,
+            GIB
+        );
     }
 
     #[tokio::test]
     async fn create_pool_and_name_rules() {
         let d = driver(json!({}));
-        assert!(matches!(d.create(&req("v", "", GIB)).await, Err(DriverError::Invalid(_))));
+        assert!(matches!(
+            d.create(&req("v", "", GIB)).await,
+            Err(DriverError::Invalid(_))
+        ));
         match d.create(&req("v", "p3", GIB)).await {
             Err(DriverError::Invalid(msg)) => assert!(msg.contains("p3"), "{msg}"),
             other => panic!("{other:?}"),
         }
         for bad in ["", "a/b", "..", "a\nb"] {
             assert!(
-                matches!(d.create(&req(bad, "p1", GIB)).await, Err(DriverError::Invalid(_))),
+                matches!(
+                    d.create(&req(bad, "p1", GIB)).await,
+                    Err(DriverError::Invalid(_))
+                ),
                 "{bad:?}"
             );
         }
@@ -1359,7 +1506,10 @@ mod tests {
         let v = d.create(&req("b", "p1", GIB)).await.unwrap();
         assert_eq!(v.access, block);
         assert_eq!(d.access_info("b").await.unwrap(), block);
-        assert!(matches!(d.access_info("nope").await, Err(DriverError::NotFound(_))));
+        assert!(matches!(
+            d.access_info("nope").await,
+            Err(DriverError::NotFound(_))
+        ));
 
         // A backend of protocol "" serves each volume as its config asks (file when open).
         let d = driver(json!({"protocol": ""}));
@@ -1386,7 +1536,10 @@ mod tests {
         // From a snapshot: the snapshot's size, even after the source grew.
         d.create_snapshot("src", "s1").await.unwrap();
         d.resize("src", 400 * MIB).await.unwrap();
-        let c2 = d.clone_volume(&clone_req("c2", "src", Some("s1"))).await.unwrap();
+        let c2 = d
+            .clone_volume(&clone_req("c2", "src", Some("s1")))
+            .await
+            .unwrap();
         assert_eq!(c2.size_bytes, 300 * MIB);
         assert_eq!(free(&d, "p2").await, GIB - 1000 * MIB);
 
@@ -1416,18 +1569,43 @@ mod tests {
     #[tokio::test]
     async fn snapshots() {
         let d = driver(json!({}));
-        assert!(matches!(d.create_snapshot("v", "s").await, Err(DriverError::NotFound(_))));
-        assert!(matches!(d.list_snapshots("v").await, Err(DriverError::NotFound(_))));
+        assert!(matches!(
+            d.create_snapshot("v", "s").await,
+            Err(DriverError::NotFound(_))
+        ));
+        assert!(matches!(
+            d.list_snapshots("v").await,
+            Err(DriverError::NotFound(_))
+        ));
         d.delete_snapshot("v", "s").await.unwrap();
 
         d.create(&req("v", "p1", GIB)).await.unwrap();
         let s = d.create_snapshot("v", "s1").await.unwrap();
-        assert_eq!((s.name.as_str(), s.volume_internal_name.as_str(), s.size_bytes), ("s1", "v", GIB));
+        assert_eq!(
+            (
+                s.name.as_str(),
+                s.volume_internal_name.as_str(),
+                s.size_bytes
+            ),
+            ("s1", "v", GIB)
+        );
         assert!(s.created_ms > 0);
-        assert!(matches!(d.create_snapshot("v", "s1").await, Err(DriverError::AlreadyExists(_))));
-        assert!(matches!(d.create_snapshot("v", "a/b").await, Err(DriverError::Invalid(_))));
+        assert!(matches!(
+            d.create_snapshot("v", "s1").await,
+            Err(DriverError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            d.create_snapshot("v", "a/b").await,
+            Err(DriverError::Invalid(_))
+        ));
         d.create_snapshot("v", "s2").await.unwrap();
-        let names: Vec<String> = d.list_snapshots("v").await.unwrap().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = d
+            .list_snapshots("v")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
         assert_eq!(names, ["s1", "s2"]);
         d.delete_snapshot("v", "s1").await.unwrap();
         d.delete_snapshot("v", "s1").await.unwrap();
@@ -1442,7 +1620,10 @@ mod tests {
     #[tokio::test]
     async fn resize() {
         let d = driver(json!({}));
-        assert!(matches!(d.resize("v", GIB).await, Err(DriverError::NotFound(_))));
+        assert!(matches!(
+            d.resize("v", GIB).await,
+            Err(DriverError::NotFound(_))
+        ));
         d.create(&req("v", "p2", 256 * MIB)).await.unwrap();
         d.resize("v", 512 * MIB).await.unwrap();
         assert_eq!(d.get("v").await.unwrap().unwrap().size_bytes, 512 * MIB);
@@ -1452,7 +1633,10 @@ mod tests {
             Err(DriverError::Invalid(msg)) => assert!(msg.contains("shrink"), "{msg}"),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(d.resize("v", GIB + 1).await, Err(DriverError::Conflict(_))));
+        assert!(matches!(
+            d.resize("v", GIB + 1).await,
+            Err(DriverError::Conflict(_))
+        ));
         assert_eq!(d.get("v").await.unwrap().unwrap().size_bytes, 512 * MIB);
         d.resize("v", GIB).await.unwrap();
         assert_eq!(free(&d, "p2").await, 0);
@@ -1466,7 +1650,13 @@ mod tests {
         for n in ["c", "a", "b"] {
             d.create(&req(n, "p1", GIB)).await.unwrap();
         }
-        let names: Vec<String> = d.list_volumes().await.unwrap().into_iter().map(|v| v.internal_name).collect();
+        let names: Vec<String> = d
+            .list_volumes()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|v| v.internal_name)
+            .collect();
         assert_eq!(names, ["a", "b", "c"]);
     }
 
@@ -1476,7 +1666,10 @@ mod tests {
     async fn failure_rate_one_always_fails() {
         let d = driver(json!({"failureRate": 1.0}));
         for i in 0..50 {
-            let e = d.create(&req(&format!("v{i}"), "p1", GIB)).await.unwrap_err();
+            let e = d
+                .create(&req(&format!("v{i}"), "p1", GIB))
+                .await
+                .unwrap_err();
             assert!(matches!(e, DriverError::Unavailable(_)), "{e:?}");
             assert!(e.is_retryable());
         }
@@ -1497,7 +1690,9 @@ mod tests {
 
     #[tokio::test]
     async fn failure_rate_zero_never_fails() {
-        let d = driver(json!({"failureRate": 0.0, "pools": {"p": {"attributes": {}, "sizeBytes": 1000 * GIB}}}));
+        let d = driver(
+            json!({"failureRate": 0.0, "pools": {"p": {"attributes": {}, "sizeBytes": 1000 * GIB}}}),
+        );
         for i in 0..500 {
             d.create(&req(&format!("v{i}"), "p", GIB)).await.unwrap();
         }
@@ -1505,7 +1700,9 @@ mod tests {
 
     #[tokio::test]
     async fn failure_rate_half_fails_sometimes() {
-        let d = driver(json!({"failureRate": 0.5, "pools": {"p": {"attributes": {}, "sizeBytes": 1000 * GIB}}}));
+        let d = driver(
+            json!({"failureRate": 0.5, "pools": {"p": {"attributes": {}, "sizeBytes": 1000 * GIB}}}),
+        );
         let mut failed = 0;
         for i in 0..400 {
             if d.create(&req(&format!("v{i}"), "p", GIB)).await.is_err() {
@@ -1529,7 +1726,12 @@ mod tests {
         let d = driver(json!({"failPools": {"p1": "nope"}}));
         d.lock().volumes.insert(
             "src".into(),
-            Volume { pool: 0, size_bytes: GIB, protocol: Protocol::File, snapshots: vec![] },
+            Volume {
+                pool: 0,
+                size_bytes: GIB,
+                protocol: Protocol::File,
+                snapshots: vec![],
+            },
         );
         assert!(matches!(
             d.clone_volume(&clone_req("c", "src", None)).await,
@@ -1552,22 +1754,36 @@ mod tests {
             d.create(&req("a", "p1", 2 * GIB)).await.unwrap();
             d.create(&req("b", "p2", 300 * MIB)).await.unwrap();
             d.create_snapshot("a", "s1").await.unwrap();
-            d.clone_volume(&clone_req("c", "a", Some("s1"))).await.unwrap();
+            d.clone_volume(&clone_req("c", "a", Some("s1")))
+                .await
+                .unwrap();
             d.resize("b", 400 * MIB).await.unwrap();
             d.create(&req("gone", "p1", GIB)).await.unwrap();
             d.destroy("gone").await.unwrap();
             assert!(path.exists());
-            assert!(!dir.path().join("fake.json.tmp").exists(), "temp file renamed away");
+            assert!(
+                !dir.path().join("fake.json.tmp").exists(),
+                "temp file renamed away"
+            );
         }
         let d = FakeDriver::new(&state_cfg(&path)).unwrap();
-        let names: Vec<String> = d.list_volumes().await.unwrap().into_iter().map(|v| v.internal_name).collect();
+        let names: Vec<String> = d
+            .list_volumes()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|v| v.internal_name)
+            .collect();
         assert_eq!(names, ["a", "b", "c"]);
         assert_eq!(d.get("b").await.unwrap().unwrap().size_bytes, 400 * MIB);
         assert_eq!(d.get("c").await.unwrap().unwrap().size_bytes, 2 * GIB);
         assert_eq!(d.list_snapshots("a").await.unwrap()[0].name, "s1");
         assert_eq!(free(&d, "p1").await, 6 * GIB);
         assert_eq!(free(&d, "p2").await, GIB - 400 * MIB);
-        assert!(matches!(d.create(&req("a", "p1", GIB)).await, Err(DriverError::AlreadyExists(_))));
+        assert!(matches!(
+            d.create(&req("a", "p1", GIB)).await,
+            Err(DriverError::AlreadyExists(_))
+        ));
         d.destroy("a").await.unwrap();
         drop(d);
         let d = FakeDriver::new(&state_cfg(&path)).unwrap();
@@ -1587,7 +1803,10 @@ mod tests {
             d.create(&r).await.unwrap();
         }
         let d = FakeDriver::new(&doc).unwrap();
-        assert_eq!(d.access_info("blk").await.unwrap().iscsi_target_iqn, ISCSI_TARGET_IQN);
+        assert_eq!(
+            d.access_info("blk").await.unwrap().iscsi_target_iqn,
+            ISCSI_TARGET_IQN
+        );
     }
 
     #[tokio::test]
@@ -1599,7 +1818,11 @@ mod tests {
             d.create(&req("a", "p1", GIB)).await.unwrap();
         }
         // A crash mid-write leaves a torn temp file next to the good state file.
-        fs::write(dir.path().join("fake.json.tmp"), b"{\"format\":1,\"instanceNa").unwrap();
+        fs::write(
+            dir.path().join("fake.json.tmp"),
+            b"{\"format\":1,\"instanceNa",
+        )
+        .unwrap();
         let d = FakeDriver::new(&state_cfg(&path)).unwrap();
         assert!(d.get("a").await.unwrap().is_some());
         // The next write replaces the temp file and works.
@@ -1621,7 +1844,10 @@ mod tests {
         let path = dir.path().join("fake.json");
         fs::write(&path, b"not json").unwrap();
         let msg = invalid(state_cfg(&path));
-        assert!(msg.contains("statePath") && msg.contains("fake.json"), "{msg}");
+        assert!(
+            msg.contains("statePath") && msg.contains("fake.json"),
+            "{msg}"
+        );
 
         fs::remove_file(&path).unwrap();
         {
@@ -1629,7 +1855,9 @@ mod tests {
             d.create(&req("a", "p2", GIB)).await.unwrap();
         }
         // Another instance's file.
-        let msg = invalid(cfg(json!({"statePath": path.to_str().unwrap(), "instanceName": "fake2"})));
+        let msg = invalid(cfg(
+            json!({"statePath": path.to_str().unwrap(), "instanceName": "fake2"}),
+        ));
         assert!(msg.contains("statePath") && msg.contains("fake1"), "{msg}");
         // A pool holding a volume is no longer configured.
         let msg = invalid(cfg(json!({
@@ -1659,8 +1887,18 @@ mod tests {
     #[tokio::test]
     async fn conformance_file() {
         let d = driver(json!({}));
-        conformance::run(&d, "p2", &conformance_opts()).await;
-        assert!(d.list_volumes().await.unwrap().is_empty(), "the suite cleans up");
+        conformance::run(&d, "p1", &conformance_opts()).await;
+        assert!(
+            d.list_volumes().await.unwrap().is_empty(),
+            "the suite cleans up"
+        );
+        assert_eq!(free(&d, "p1").await, 10 * GIB);
+        // A small pool with the concurrency check off.
+        let opts = ConformanceOptions {
+            concurrency: 0,
+            ..conformance_opts()
+        };
+        conformance::run(&d, "p2", &opts).await;
         assert_eq!(free(&d, "p2").await, GIB);
     }
 
@@ -1674,18 +1912,29 @@ mod tests {
     async fn conformance_with_state_file() {
         let dir = tempfile::tempdir().unwrap();
         let d = FakeDriver::new(&state_cfg(&dir.path().join("s.json"))).unwrap();
-        conformance::run(&d, "p1", &ConformanceOptions { concurrency: 4, ..conformance_opts() }).await;
+        conformance::run(
+            &d,
+            "p1",
+            &ConformanceOptions {
+                concurrency: 4,
+                ..conformance_opts()
+            },
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn conformance_through_build_driver_with_latency() {
-        let built = crate::drivers::build_driver(&cfg(json!({"latency": "lognormal:1ms"}))).unwrap();
+        let built =
+            crate::drivers::build_driver(&cfg(json!({"latency": "lognormal:1ms"}))).unwrap();
         conformance::run(built.driver.as_ref(), "p1", &conformance_opts()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_creates_keep_capacity_exact() {
-        let d = Arc::new(driver(json!({"pools": {"p": {"attributes": {}, "sizeBytes": 1000 * MIB}}})));
+        let d = Arc::new(driver(
+            json!({"pools": {"p": {"attributes": {}, "sizeBytes": 1000 * MIB}}}),
+        ));
         let tasks: Vec<_> = (0..2000)
             .map(|i| {
                 let d = Arc::clone(&d);

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
 
 pub use config::CommonConfig;
-pub use registry::{build_driver, BuiltDriver};
+pub use registry::{BuiltDriver, build_driver};
 
 /// A driver error, classified by what the caller can do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,8 +129,11 @@ pub trait StorageDriver: Send + Sync + std::fmt::Debug {
     /// Idempotent: a volume already gone is success.
     async fn destroy(&self, internal_name: &str) -> DriverResult<()>;
     async fn resize(&self, internal_name: &str, size_bytes: u64) -> DriverResult<()>;
-    async fn create_snapshot(&self, internal_name: &str, snapshot: &str)
-    -> DriverResult<SnapshotInfo>;
+    async fn create_snapshot(
+        &self,
+        internal_name: &str,
+        snapshot: &str,
+    ) -> DriverResult<SnapshotInfo>;
     async fn list_snapshots(&self, internal_name: &str) -> DriverResult<Vec<SnapshotInfo>>;
     /// Idempotent: a snapshot already gone is success.
     async fn delete_snapshot(&self, internal_name: &str, snapshot: &str) -> DriverResult<()>;

@@ -40,7 +40,9 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
             )));
         }
         name => {
-            return Err(DriverError::Invalid(format!("unknown storage driver: {name}")));
+            return Err(DriverError::Invalid(format!(
+                "unknown storage driver: {name}"
+            )));
         }
     };
     Ok(BuiltDriver { driver, common })
@@ -70,7 +72,10 @@ mod tests {
     fn fake_config_errors_surface() {
         match build_driver(&json!({"version": 1, "storageDriverName": "fake"})) {
             Err(DriverError::Invalid(msg)) => {
-                assert!(msg.contains("backendName") && msg.contains("instanceName"), "{msg}")
+                assert!(
+                    msg.contains("backendName") && msg.contains("instanceName"),
+                    "{msg}"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -81,7 +86,10 @@ mod tests {
         for name in UNAVAILABLE_DRIVERS {
             match build_driver(&json!({"version": 1, "storageDriverName": name})) {
                 Err(DriverError::Unsupported(msg)) => {
-                    assert_eq!(msg, format!("storage driver {name} is not available in this build"))
+                    assert_eq!(
+                        msg,
+                        format!("storage driver {name} is not available in this build")
+                    )
                 }
                 other => panic!("{name}: {other:?}"),
             }
