@@ -341,13 +341,12 @@ impl FakeDriver {
             }
         };
 
-        let pools = parse_pools(obj)?;
+        let mut pools = parse_pools(obj)?;
         let pool_index: HashMap<String, usize> = pools
             .iter()
             .enumerate()
             .map(|(i, p)| (p.info.name.clone(), i))
             .collect();
-        let mut pools = pools;
 
         let latency = match opt_str(obj, "latency")? {
             None => Latency::None,
