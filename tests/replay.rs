@@ -52,7 +52,10 @@ fn backend_doc(i: u8) -> serde_json::Value {
     fake_backend(
         &format!("b{i}"),
         if i == 2 { "block" } else { "file" },
-        &[("p1", json!({"media": {"offer": [media]}})), ("p2", json!({}))],
+        &[
+            ("p1", json!({"media": {"offer": [media]}})),
+            ("p2", json!({})),
+        ],
     )
 }
 
@@ -89,7 +92,11 @@ async fn run(core: &Core, cmds: &[Cmd], naive: &mut Naive) {
                 }
             }
             Cmd::DeleteClass(i) => {
-                if core.delete_storage_class(&ctx(), &format!("c{i}")).await.is_ok() {
+                if core
+                    .delete_storage_class(&ctx(), &format!("c{i}"))
+                    .await
+                    .is_ok()
+                {
                     naive.classes.remove(&format!("c{i}"));
                 }
             }
