@@ -1,7 +1,7 @@
 //! Start-up (open the log, replay, start actors, reconcile) and shutdown.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use super::handle::{
@@ -68,7 +68,7 @@ impl CoreRuntime {
             secrets,
             arbiter,
             readiness: RwLock::new(Readiness::Replaying),
-            appender: OnceLock::new(),
+            appender: RwLock::new(None),
             backends: RwLock::new(HashMap::new()),
             classes: RwLock::new(HashMap::new()),
             volumes: Mutex::new(HashMap::new()),
@@ -109,7 +109,10 @@ impl CoreRuntime {
         if *read(&self.shared.readiness) == Readiness::Ready {
             checkpoint(&self.shared).await;
         }
-        self.shared.log.close().await;
+        let writer_started = write(&self.shared.appender).take().is_some();
+        if writer_started && let Err(e) = self.shared.log.shutdown().await {
+            tracing::error!(error = %e, "event log did not close cleanly");
+        }
     }
 }
 
@@ -175,7 +178,7 @@ async fn boot(shared: Arc<Shared>) {
         .collect();
     shared.projection.replace(state);
     let appender = shared.log.start_writer(shared.projection.clone());
-    let _ = shared.appender.set(appender);
+    *write(&shared.appender) = Some(appender);
 
     for (name, config) in classes {
         match crate::model::CompiledClass::compile(config) {

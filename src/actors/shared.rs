@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use actix::{Addr, ArbiterHandle};
 
@@ -71,7 +71,8 @@ pub(crate) struct Shared {
     pub secrets: SecretBox,
     pub arbiter: ArbiterHandle,
     pub readiness: RwLock<Readiness>,
-    pub appender: OnceLock<Appender>,
+    /// Taken at shutdown so the log writer can finish.
+    pub appender: RwLock<Option<Appender>>,
     pub backends: RwLock<HashMap<String, BackendSlot>>,
     pub classes: RwLock<HashMap<String, ClassSlot>>,
     pub volumes: Mutex<HashMap<String, Addr<VolumeActor>>>,
@@ -98,7 +99,7 @@ impl Shared {
 
     /// Appends events as one atomic batch and waits until they are durable and applied.
     pub async fn append(&self, request_id: &str, events: Vec<Event>) -> Result<u64, CoreError> {
-        let appender = self.appender.get().ok_or(CoreError::NotReady)?;
+        let appender = read(&self.appender).clone().ok_or(CoreError::NotReady)?;
         let batch = events
             .iter()
             .map(|e| NewEvent {
