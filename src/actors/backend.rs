@@ -36,11 +36,6 @@ pub(crate) enum CallOutput {
 #[rtype(result = "Result<CallOutput, DriverError>")]
 pub(crate) struct Call(pub DriverCall);
 
-/// Replaces the driver after a backend update (in-flight calls finish on the old one).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct ReplaceDriver(pub Arc<dyn StorageDriver>);
-
 /// Stops the actor (backend purged or replaced).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -54,14 +49,8 @@ impl Handler<Stop> for BackendActor {
     }
 }
 
-/// The array-side name of a volume on this backend.
-#[derive(Message)]
-#[rtype(result = "Result<String, DriverError>")]
-pub(crate) struct InternalName(pub String);
-
 pub(crate) struct BackendActor {
     name: String,
-    driver: Option<Arc<dyn StorageDriver>>,
     status: Arc<BackendStatus>,
     limit: Arc<Semaphore>,
     shared: Arc<Shared>,
@@ -72,15 +61,9 @@ impl BackendActor {
     /// `status` starts `Online` for a driver discovered just now (added over the API), or
     /// `Initializing` for a backend from the log, whose driver is discovered in `started` with
     /// retries. `driver` is `None` when the recorded config no longer builds (shown failed).
-    pub fn new(
-        name: String,
-        driver: Option<Arc<dyn StorageDriver>>,
-        status: Arc<BackendStatus>,
-        shared: Arc<Shared>,
-    ) -> BackendActor {
+    pub fn new(name: String, status: Arc<BackendStatus>, shared: Arc<Shared>) -> BackendActor {
         BackendActor {
             name,
-            driver,
             status,
             limit: Arc::new(Semaphore::new(DEFAULT_BACKEND_LIMIT)),
             shared,
@@ -89,7 +72,7 @@ impl BackendActor {
     }
 
     fn driver(&self) -> Result<Arc<dyn StorageDriver>, DriverError> {
-        match (&self.driver, self.status.state()) {
+        match (&self.status.driver, self.status.state()) {
             (Some(d), BackendState::Online | BackendState::Offline) => Ok(d.clone()),
             (_, BackendState::Failed(why)) => Err(DriverError::Unavailable(format!(
                 "backend {} is not available: {why}",
@@ -103,7 +86,7 @@ impl BackendActor {
     }
 
     fn initialise(&mut self, ctx: &mut Context<Self>) {
-        let Some(driver) = self.driver.clone() else {
+        let Some(driver) = self.status.driver.clone() else {
             return;
         };
         let shared = self.shared.clone();
@@ -275,27 +258,5 @@ fn adjust_free(status: &BackendStatus, pool: &str, bytes: u64, release: bool) {
         } else {
             free.saturating_sub(bytes)
         };
-    }
-}
-
-impl Handler<ReplaceDriver> for BackendActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ReplaceDriver, _ctx: &mut Self::Context) {
-        self.driver = Some(msg.0);
-    }
-}
-
-impl Handler<InternalName> for BackendActor {
-    type Result = Result<String, DriverError>;
-
-    fn handle(&mut self, msg: InternalName, _ctx: &mut Self::Context) -> Self::Result {
-        match &self.driver {
-            Some(d) => Ok(d.internal_name(&msg.0)),
-            None => Err(DriverError::Unavailable(format!(
-                "backend {} has no driver",
-                self.name
-            ))),
-        }
     }
 }

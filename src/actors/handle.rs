@@ -445,7 +445,7 @@ impl Core {
             .collect();
         let config = slot
             .as_ref()
-            .and_then(|s| read(&s.status.external_config).clone())
+            .and_then(|s| s.status.driver.as_ref().map(|d| d.external_config()))
             .unwrap_or_else(|| serde_json::from_str(&rec.config).unwrap_or_default());
         let state = match slot {
             Some(s) if !rec.online && s.status.state() == BackendState::Online => {
@@ -667,15 +667,11 @@ pub(crate) fn start_backend(
     state: BackendState,
     discovery: Option<crate::drivers::Discovery>,
 ) {
-    let status = Arc::new(BackendStatus::new(state));
-    if let Some(d) = &driver {
-        *write(&status.external_config) = Some(d.external_config());
-    }
+    let status = Arc::new(BackendStatus::new(state, driver));
     if let Some(disc) = discovery {
         *write(&status.free_bytes) = disc.free_bytes;
     }
-    let actor =
-        super::backend::BackendActor::new(name.to_string(), driver, status.clone(), shared.clone());
+    let actor = super::backend::BackendActor::new(name.to_string(), status.clone(), shared.clone());
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     write(&shared.backends).insert(name.to_string(), BackendSlot { addr, status });
 }

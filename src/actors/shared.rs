@@ -21,8 +21,9 @@ use crate::secrets::SecretBox;
 #[derive(Debug)]
 pub(crate) struct BackendStatus {
     pub state: RwLock<BackendState>,
-    /// The driver's external config, once built.
-    pub external_config: RwLock<Option<serde_json::Value>>,
+    /// The driver (`None` when the recorded config no longer builds). Fixed for the life of
+    /// the actor: an update starts a new actor with a new status.
+    pub driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
     /// Free bytes per pool, as last discovered and adjusted by creates/deletes.
     pub free_bytes: RwLock<BTreeMap<String, u64>>,
     /// Driver calls waiting for a concurrency permit.
@@ -32,10 +33,13 @@ pub(crate) struct BackendStatus {
 }
 
 impl BackendStatus {
-    pub fn new(state: BackendState) -> BackendStatus {
+    pub fn new(
+        state: BackendState,
+        driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
+    ) -> BackendStatus {
         BackendStatus {
             state: RwLock::new(state),
-            external_config: RwLock::new(None),
+            driver,
             free_bytes: RwLock::new(BTreeMap::new()),
             queued: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::backend::{Call, CallOutput, DriverCall, InternalName, backoff};
+use super::backend::{Call, CallOutput, DriverCall, backoff};
 use super::handle::{CoreError, RequestCtx};
 use super::shared::Shared;
 use crate::drivers::{CloneRequest, CreateRequest, DriverError, VolumeInfo};
@@ -213,18 +213,12 @@ async fn call(shared: &Shared, backend: &str, c: DriverCall) -> Result<CallOutpu
         .map_err(|_| DriverError::Unavailable(format!("backend {backend} is not running")))?
 }
 
-async fn internal_name(
-    shared: &Shared,
-    backend: &str,
-    volume: &str,
-) -> Result<String, DriverError> {
-    let slot = shared
+/// The array-side name of a volume on a backend (trident-compat §4.8).
+fn internal_name(shared: &Shared, backend: &str, volume: &str) -> Result<String, DriverError> {
+    shared
         .backend(backend)
-        .ok_or_else(|| DriverError::Unavailable(format!("backend {backend} is not running")))?;
-    slot.addr
-        .send(InternalName(volume.to_string()))
-        .await
-        .map_err(|_| DriverError::Unavailable(format!("backend {backend} is not running")))?
+        .and_then(|slot| slot.status.driver.as_ref().map(|d| d.internal_name(volume)))
+        .ok_or_else(|| DriverError::Unavailable(format!("backend {backend} is not running")))
 }
 
 /// intent → plan → attempts → outcome; returns once the outcome is durable.
@@ -385,7 +379,7 @@ async fn attempt(
     size_bytes: u64,
     pool: &PoolRef,
 ) -> Result<(VolumeInfo, bool), DriverError> {
-    let internal = internal_name(shared, &pool.backend, name).await?;
+    let internal = internal_name(shared, &pool.backend, name)?;
     let requests = if config.storage_class.is_empty() {
         Default::default()
     } else {
@@ -501,7 +495,7 @@ async fn delete(shared: &Arc<Shared>, name: &str, request_id: &str) -> Result<()
             let internal = if rec.backend == *backend && !rec.config.internal_name.is_empty() {
                 rec.config.internal_name.clone()
             } else {
-                internal_name(shared, backend, name).await?
+                internal_name(shared, backend, name)?
             };
             call(shared, backend, DriverCall::Destroy(internal)).await
         }
@@ -566,7 +560,7 @@ async fn reconcile_create(
     // Adopt the volume if any planned pool's backend already holds it.
     for pool in &rec.candidates {
         let found = async {
-            let internal = internal_name(shared, &pool.backend, name).await?;
+            let internal = internal_name(shared, &pool.backend, name)?;
             call(shared, &pool.backend, DriverCall::Get(internal)).await
         }
         .await;
