@@ -379,6 +379,15 @@ async fn attempt(
     size_bytes: u64,
     pool: &PoolRef,
 ) -> Result<(VolumeInfo, bool), DriverError> {
+    let online = shared
+        .projection
+        .read(|s| s.backends.get(&pool.backend).map(|b| b.online));
+    if online != Some(true) {
+        return Err(DriverError::Unavailable(format!(
+            "backend {} is offline; no new volumes land there",
+            pool.backend
+        )));
+    }
     let internal = internal_name(shared, &pool.backend, name)?;
     let requests = if config.storage_class.is_empty() {
         Default::default()

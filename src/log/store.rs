@@ -128,20 +128,37 @@ fn is_lock_error(e: &sled::Error) -> bool {
     }
 }
 
+/// How long `open` waits for a lock that is about to be released.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError> {
     let config = match durability {
         Durability::Memory => sled::Config::new().temporary(true),
         Durability::Flush | Durability::Write => sled::Config::new().path(dir),
     };
-    let db = config.open().map_err(|e| {
-        if is_lock_error(&e) {
-            LogError::Locked {
-                path: dir.display().to_string(),
+    // sled releases its file lock from its flusher thread a little after the last handle is
+    // dropped, so a log closed a moment ago (a restart in the same process, a previous owner
+    // exiting) can still look held: wait a bounded time before calling it locked.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let db = loop {
+        match config.open() {
+            Ok(db) => break db,
+            Err(e) if is_lock_error(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
-        } else {
-            storage(&format!("opening the event log in {}", dir.display()), e)
+            Err(e) if is_lock_error(&e) => {
+                return Err(LogError::Locked {
+                    path: dir.display().to_string(),
+                });
+            }
+            Err(e) => {
+                return Err(storage(
+                    &format!("opening the event log in {}", dir.display()),
+                    e,
+                ));
+            }
         }
-    })?;
+    };
     let tree = |name: &str| {
         db.open_tree(name)
             .map_err(|e| storage(&format!("opening tree {name}"), e))
