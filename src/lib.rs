@@ -13,5 +13,8 @@ pub mod actors;
 pub mod api;
 pub mod cli;
 pub mod drivers;
+pub mod events;
 pub mod log;
 pub mod model;
+pub mod projections;
+pub mod secrets;

@@ -3,7 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use super::shared::{BackendSlot, BackendStatus, ClassSlot, Shared, read, write};
+use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{Offer, Protocol, StorageClassConfig, VolumeConfig};
+pub use crate::projections::VolumeState;
 
 /// Who asked, for the events a command causes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,26 +124,6 @@ pub struct StorageClassView {
     pub pools: BTreeMap<String, Vec<String>>,
 }
 
-/// A volume's lifecycle state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VolumeState {
-    /// Intent recorded, placement in progress (or to be reconciled after a crash).
-    Creating,
-    Online,
-    /// Delete requested; retried with backoff until the array confirms.
-    Deleting,
-}
-
-impl VolumeState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VolumeState::Creating => "creating",
-            VolumeState::Online => "online",
-            VolumeState::Deleting => "deleting",
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct VolumeView {
     /// Secrets in `accessInformation` are redacted.
@@ -149,99 +134,6 @@ pub struct VolumeView {
     pub state: VolumeState,
     /// The last delete failure, while deleting.
     pub last_error: Option<String>,
-}
-
-/// The handle to the running core. Cheap to clone.
-#[derive(Clone)]
-pub struct Core {
-    _private: (),
-}
-
-#[allow(unused_variables)]
-impl Core {
-    pub fn readiness(&self) -> Readiness {
-        todo!()
-    }
-
-    /// Adds a backend from its config document (JSON value; YAML is converted by the caller).
-    /// An existing name is an update. Returns the backend name.
-    pub async fn add_backend(
-        &self,
-        ctx: &RequestCtx,
-        doc: serde_json::Value,
-    ) -> Result<String, CoreError> {
-        todo!()
-    }
-
-    /// Updates backend `name`; returns the (possibly new) name.
-    pub async fn update_backend(
-        &self,
-        ctx: &RequestCtx,
-        name: &str,
-        doc: serde_json::Value,
-    ) -> Result<String, CoreError> {
-        todo!()
-    }
-
-    /// Deletes a backend without volumes, or takes one with volumes offline.
-    pub async fn delete_backend(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
-        todo!()
-    }
-
-    pub fn get_backend(&self, name: &str) -> Result<BackendView, CoreError> {
-        todo!()
-    }
-
-    /// Names of online backends, sorted.
-    pub fn list_backends(&self) -> Result<Vec<String>, CoreError> {
-        todo!()
-    }
-
-    pub async fn add_storage_class(
-        &self,
-        ctx: &RequestCtx,
-        config: StorageClassConfig,
-    ) -> Result<String, CoreError> {
-        todo!()
-    }
-
-    pub async fn delete_storage_class(
-        &self,
-        ctx: &RequestCtx,
-        name: &str,
-    ) -> Result<(), CoreError> {
-        todo!()
-    }
-
-    pub fn get_storage_class(&self, name: &str) -> Result<StorageClassView, CoreError> {
-        todo!()
-    }
-
-    pub fn list_storage_classes(&self) -> Result<Vec<String>, CoreError> {
-        todo!()
-    }
-
-    /// Creates a volume (or a clone when `cloneSourceVolume` is set); returns it once the
-    /// outcome is durable.
-    pub async fn add_volume(
-        &self,
-        ctx: &RequestCtx,
-        config: VolumeConfig,
-    ) -> Result<VolumeView, CoreError> {
-        todo!()
-    }
-
-    pub async fn delete_volume(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
-        todo!()
-    }
-
-    pub fn get_volume(&self, name: &str) -> Result<VolumeView, CoreError> {
-        todo!()
-    }
-
-    pub fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
-        todo!()
-    }
 }
 
 /// Settings of the core.
@@ -267,26 +159,542 @@ impl Default for CoreOptions {
     }
 }
 
-/// The running core: its handle plus what is needed to stop it cleanly.
-pub struct CoreRuntime {
-    _private: (),
+/// The handle to the running core. Cheap to clone.
+#[derive(Clone)]
+pub struct Core {
+    pub(crate) shared: Arc<Shared>,
 }
 
-impl CoreRuntime {
-    /// Opens the log and starts the actors; replay runs in the background (reads answer
-    /// `NotReady` until it is done). Fails at once if the data dir cannot be opened or is held
-    /// by another process. Must be called inside a multi-thread tokio runtime.
-    pub async fn start(opts: CoreOptions) -> Result<CoreRuntime, CoreError> {
-        let _ = opts;
-        todo!()
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").finish_non_exhaustive()
+    }
+}
+
+/// A backend config built and discovered, not yet recorded.
+struct PreparedBackend {
+    name: String,
+    driver: Arc<dyn crate::drivers::StorageDriver>,
+    driver_name: String,
+    /// The config without secrets (JSON text) and the secrets sealed.
+    redacted: String,
+    sealed: Option<crate::model::Sealed>,
+    discovery: crate::drivers::Discovery,
+}
+
+fn driver_error(e: crate::drivers::DriverError) -> CoreError {
+    use crate::drivers::DriverError as D;
+    match e {
+        D::Invalid(m) | D::Unsupported(m) => CoreError::Invalid(m),
+        other => CoreError::Failed(other.to_string()),
+    }
+}
+
+impl Core {
+    pub fn readiness(&self) -> Readiness {
+        read(&self.shared.readiness).clone()
     }
 
-    pub fn core(&self) -> Core {
-        todo!()
+    async fn prepare_backend(&self, doc: serde_json::Value) -> Result<PreparedBackend, CoreError> {
+        if !doc.is_object() {
+            return Err(CoreError::Invalid(
+                "invalid config format: a backend config must be a JSON or YAML object".into(),
+            ));
+        }
+        let mut redacted = doc.clone();
+        let secrets = crate::secrets::split(&mut redacted);
+        let built = crate::drivers::build_driver(&doc).map_err(driver_error)?;
+        let driver_name = built.driver.driver_name().to_string();
+        let discovery = built.driver.discover().await.map_err(|e| {
+            CoreError::Failed(format!(
+                "problem initializing storage driver '{driver_name}': {e}"
+            ))
+        })?;
+        crate::model::validate_name("backendName", &discovery.backend_name)
+            .map_err(|e| CoreError::Invalid(e.to_string()))?;
+        Ok(PreparedBackend {
+            name: discovery.backend_name.clone(),
+            driver: built.driver,
+            driver_name,
+            redacted: redacted.to_string(),
+            sealed: self.shared.secrets.seal(&secrets),
+            discovery,
+        })
     }
 
-    /// Stops accepting commands, lets in-flight work finish, stops the actors, flushes the log.
-    pub async fn shutdown(self) {
-        todo!()
+    /// Adds a backend from its config document (JSON value; YAML is converted by the caller).
+    /// An existing name is an update. Returns the backend name.
+    pub async fn add_backend(
+        &self,
+        ctx: &RequestCtx,
+        doc: serde_json::Value,
+    ) -> Result<String, CoreError> {
+        self.shared.ensure_ready()?;
+        let prepared = self.prepare_backend(doc).await?;
+        let _admin = self.shared.admin.lock().await;
+        let exists = self
+            .shared
+            .projection
+            .read(|s| s.backends.contains_key(&prepared.name));
+        if exists {
+            let name = prepared.name.clone();
+            return self.update_locked(ctx, &name, prepared).await;
+        }
+        let name = prepared.name.clone();
+        let events = vec![
+            Event::backend(
+                &name,
+                BackendEvent::Added {
+                    driver: prepared.driver_name.clone(),
+                    config: prepared.redacted.clone(),
+                    secrets: prepared.sealed.clone(),
+                },
+            ),
+            Event::backend(
+                &name,
+                BackendEvent::PoolsDiscovered {
+                    protocol: prepared.discovery.protocol,
+                    pools: prepared.discovery.pools.clone(),
+                },
+            ),
+        ];
+        self.shared.append(&ctx.request_id, events).await?;
+        start_backend(
+            &self.shared,
+            &name,
+            Some(prepared.driver),
+            BackendState::Online,
+            Some(prepared.discovery),
+        );
+        super::class::rematch_all(&self.shared).await;
+        tracing::info!(backend = %name, "backend added");
+        Ok(name)
     }
+
+    /// Updates backend `name`; returns the (possibly new) name.
+    pub async fn update_backend(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        doc: serde_json::Value,
+    ) -> Result<String, CoreError> {
+        self.shared.ensure_ready()?;
+        if !self
+            .shared
+            .projection
+            .read(|s| s.backends.contains_key(name))
+        {
+            return Err(CoreError::NotFound(format!("backend {name} was not found")));
+        }
+        let prepared = self.prepare_backend(doc).await?;
+        let _admin = self.shared.admin.lock().await;
+        self.update_locked(ctx, name, prepared).await
+    }
+
+    async fn update_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        prepared: PreparedBackend,
+    ) -> Result<String, CoreError> {
+        let Some(old) = self
+            .shared
+            .projection
+            .read(|s| s.backends.get(name).cloned())
+        else {
+            return Err(CoreError::NotFound(format!("backend {name} was not found")));
+        };
+        if old.driver != prepared.driver_name {
+            return Err(CoreError::Invalid(format!(
+                "cannot update the backend as the old backend is of type {} and the new backend is of type {}",
+                old.driver, prepared.driver_name
+            )));
+        }
+        let new_name = prepared.name.clone();
+        let mut events = Vec::new();
+        if new_name != name {
+            if self
+                .shared
+                .projection
+                .read(|s| s.backends.contains_key(&new_name))
+            {
+                return Err(CoreError::AlreadyExists(format!(
+                    "backend {new_name} already exists"
+                )));
+            }
+            events.push(Event::backend(
+                name,
+                BackendEvent::Renamed {
+                    to: new_name.clone(),
+                },
+            ));
+        }
+        events.push(Event::backend(
+            &new_name,
+            BackendEvent::Updated {
+                driver: prepared.driver_name.clone(),
+                config: prepared.redacted.clone(),
+                secrets: prepared.sealed.clone(),
+            },
+        ));
+        if old.pools != prepared.discovery.pools || old.protocol != prepared.discovery.protocol {
+            events.push(Event::backend(
+                &new_name,
+                BackendEvent::PoolsDiscovered {
+                    protocol: prepared.discovery.protocol,
+                    pools: prepared.discovery.pools.clone(),
+                },
+            ));
+        }
+        // Trident's orphan check: is each volume still on the array the new config points at?
+        for vol in &old.volumes {
+            let Some(rec) = self.shared.projection.read(|s| s.volumes.get(vol).cloned()) else {
+                continue;
+            };
+            let found = prepared.driver.get(&rec.config.internal_name).await;
+            let orphaned = matches!(found, Ok(None));
+            if orphaned != rec.orphaned {
+                events.push(Event::volume(
+                    vol,
+                    VolumeEvent::OrphanedChanged { orphaned },
+                ));
+            }
+        }
+        self.shared.append(&ctx.request_id, events).await?;
+        stop_backend(&self.shared, name);
+        start_backend(
+            &self.shared,
+            &new_name,
+            Some(prepared.driver),
+            BackendState::Online,
+            Some(prepared.discovery),
+        );
+        super::class::rematch_all(&self.shared).await;
+        tracing::info!(backend = %new_name, "backend updated");
+        Ok(new_name)
+    }
+
+    /// Deletes a backend without volumes, or takes one with volumes offline.
+    pub async fn delete_backend(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+        self.shared.ensure_ready()?;
+        let _admin = self.shared.admin.lock().await;
+        let in_use = self.shared.projection.read(|s| {
+            s.backends.get(name).map(|b| {
+                !b.volumes.is_empty()
+                    || s.volumes.values().any(|v| {
+                        v.state == VolumeState::Creating
+                            && v.candidates.iter().any(|p| p.backend == name)
+                    })
+            })
+        });
+        match in_use {
+            None => return Err(CoreError::NotFound(format!("backend {name} not found"))),
+            Some(false) => {
+                self.shared
+                    .append(
+                        &ctx.request_id,
+                        vec![Event::backend(name, BackendEvent::Purged)],
+                    )
+                    .await?;
+                stop_backend(&self.shared, name);
+            }
+            Some(true) => {
+                self.shared
+                    .append(
+                        &ctx.request_id,
+                        vec![Event::backend(name, BackendEvent::Offlined)],
+                    )
+                    .await?;
+                if let Some(slot) = self.shared.backend(name)
+                    && slot.status.state() == BackendState::Online
+                {
+                    slot.status.set_state(BackendState::Offline);
+                }
+            }
+        }
+        super::class::rematch_all(&self.shared).await;
+        Ok(())
+    }
+
+    pub fn get_backend(&self, name: &str) -> Result<BackendView, CoreError> {
+        self.shared.ensure_ready()?;
+        let rec = self
+            .shared
+            .projection
+            .read(|s| s.backends.get(name).cloned())
+            .ok_or_else(|| CoreError::NotFound(format!("backend {name} was not found")))?;
+        let slot = self.shared.backend(name);
+        let classes = self.shared.classes_of_pools();
+        let free = slot
+            .as_ref()
+            .map(|s| read(&s.status.free_bytes).clone())
+            .unwrap_or_default();
+        let pools = rec
+            .pools
+            .iter()
+            .map(|p| PoolView {
+                name: p.name.clone(),
+                storage_classes: classes
+                    .get(&crate::model::PoolRef::new(name, p.name.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
+                offers: p.offers.clone(),
+                total_bytes: p.total_bytes,
+                free_bytes: free.get(&p.name).copied(),
+            })
+            .collect();
+        let config = slot
+            .as_ref()
+            .and_then(|s| s.status.driver.as_ref().map(|d| d.external_config()))
+            .unwrap_or_else(|| serde_json::from_str(&rec.config).unwrap_or_default());
+        let state = match slot {
+            Some(s) if !rec.online && s.status.state() == BackendState::Online => {
+                BackendState::Offline
+            }
+            Some(s) => s.status.state(),
+            None => BackendState::Failed("backend actor is not running".into()),
+        };
+        Ok(BackendView {
+            name: name.to_string(),
+            driver: rec.driver,
+            protocol: rec.protocol,
+            config,
+            pools,
+            online: rec.online,
+            state,
+            volumes: rec.volumes.into_iter().collect(),
+        })
+    }
+
+    /// Names of online backends, sorted.
+    pub fn list_backends(&self) -> Result<Vec<String>, CoreError> {
+        self.shared.ensure_ready()?;
+        Ok(self.shared.projection.read(|s| {
+            s.backends
+                .iter()
+                .filter(|(_, b)| b.online)
+                .map(|(n, _)| n.clone())
+                .collect()
+        }))
+    }
+
+    pub async fn add_storage_class(
+        &self,
+        ctx: &RequestCtx,
+        config: StorageClassConfig,
+    ) -> Result<String, CoreError> {
+        self.shared.ensure_ready()?;
+        crate::model::validate_name("name", &config.name)
+            .map_err(|e| CoreError::Invalid(e.to_string()))?;
+        let compiled = Arc::new(
+            crate::model::CompiledClass::compile(config.clone()).map_err(CoreError::Invalid)?,
+        );
+        let name = config.name.clone();
+        let _admin = self.shared.admin.lock().await;
+        if self
+            .shared
+            .projection
+            .read(|s| s.classes.contains_key(&name))
+        {
+            return Err(CoreError::AlreadyExists(format!(
+                "storage class {name} already exists"
+            )));
+        }
+        self.shared
+            .append(
+                &ctx.request_id,
+                vec![Event::class(&name, StorageClassEvent::Added { config })],
+            )
+            .await?;
+        start_class(&self.shared, &name, compiled);
+        Ok(name)
+    }
+
+    pub async fn delete_storage_class(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
+        self.shared.ensure_ready()?;
+        let _admin = self.shared.admin.lock().await;
+        if !self
+            .shared
+            .projection
+            .read(|s| s.classes.contains_key(name))
+        {
+            return Err(CoreError::NotFound(format!(
+                "storage class {name} not found"
+            )));
+        }
+        self.shared
+            .append(
+                &ctx.request_id,
+                vec![Event::class(name, StorageClassEvent::Deleted)],
+            )
+            .await?;
+        write(&self.shared.classes).remove(name);
+        Ok(())
+    }
+
+    pub fn get_storage_class(&self, name: &str) -> Result<StorageClassView, CoreError> {
+        self.shared.ensure_ready()?;
+        let config = self
+            .shared
+            .projection
+            .read(|s| s.classes.get(name).cloned())
+            .ok_or_else(|| CoreError::NotFound(format!("storage class {name} was not found")))?;
+        let mut pools: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        if let Some(slot) = read(&self.shared.classes).get(name) {
+            for p in slot.matched.iter() {
+                pools
+                    .entry(p.backend.clone())
+                    .or_default()
+                    .push(p.pool.clone());
+            }
+        }
+        Ok(StorageClassView { config, pools })
+    }
+
+    pub fn list_storage_classes(&self) -> Result<Vec<String>, CoreError> {
+        self.shared.ensure_ready()?;
+        Ok(self
+            .shared
+            .projection
+            .read(|s| s.classes.keys().cloned().collect()))
+    }
+
+    /// Creates a volume (or a clone when `cloneSourceVolume` is set); returns it once the
+    /// outcome is durable.
+    pub async fn add_volume(
+        &self,
+        ctx: &RequestCtx,
+        mut config: VolumeConfig,
+    ) -> Result<VolumeView, CoreError> {
+        self.shared.ensure_ready()?;
+        let invalid = |m: String| CoreError::Invalid(m);
+        crate::model::validate_name("name", &config.name).map_err(|e| invalid(e.to_string()))?;
+        if !config.clone_source_volume.is_empty() {
+            crate::model::validate_name("cloneSourceVolume", &config.clone_source_volume)
+                .map_err(|e| invalid(e.to_string()))?;
+        }
+        let size_bytes = if config.clone_source_volume.is_empty() {
+            let size = crate::model::parse_size(&config.size)
+                .map_err(|e| invalid(format!("invalid size: {e}")))?;
+            if size == 0 {
+                return Err(invalid(
+                    "invalid size: size must be greater than zero".into(),
+                ));
+            }
+            size
+        } else {
+            0
+        };
+        let mode = crate::model::AccessMode::parse(&config.access_mode).ok_or_else(|| {
+            invalid(format!(
+                "invalid accessMode: {:?} is not one of ReadWriteOnce, ReadOnlyMany, ReadWriteMany",
+                config.access_mode
+            ))
+        })?;
+        config.protocol =
+            crate::model::volume::resolve_protocol(mode, config.protocol).map_err(invalid)?;
+        let name = config.name.clone();
+        super::volume::send(&self.shared, &name, || super::volume::CreateVolume {
+            ctx: ctx.clone(),
+            config: config.clone(),
+            size_bytes,
+        })
+        .await??;
+        self.volume_view(&name)
+    }
+
+    pub async fn delete_volume(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+        self.shared.ensure_ready()?;
+        if !self
+            .shared
+            .projection
+            .read(|s| s.volumes.contains_key(name))
+        {
+            return Err(CoreError::NotFound(format!("volume {name} not found")));
+        }
+        super::volume::send(&self.shared, name, || super::volume::DeleteVolume {
+            ctx: ctx.clone(),
+        })
+        .await?
+    }
+
+    pub fn get_volume(&self, name: &str) -> Result<VolumeView, CoreError> {
+        self.shared.ensure_ready()?;
+        self.volume_view(name)
+    }
+
+    fn volume_view(&self, name: &str) -> Result<VolumeView, CoreError> {
+        let rec = self
+            .shared
+            .projection
+            .read(|s| s.volumes.get(name).cloned())
+            .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found")))?;
+        let mut config = rec.config;
+        if rec.access_secrets.is_some() {
+            config.access_information.iscsi_initiator_secret = crate::secrets::REDACTED.into();
+            config.access_information.iscsi_target_secret = crate::secrets::REDACTED.into();
+        }
+        Ok(VolumeView {
+            config,
+            backend: rec.backend,
+            pool: rec.pool,
+            orphaned: rec.orphaned,
+            state: rec.state,
+            last_error: rec.last_error,
+        })
+    }
+
+    pub fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
+        self.shared.ensure_ready()?;
+        let mut names: Vec<String> = self
+            .shared
+            .projection
+            .read(|s| s.volumes.keys().cloned().collect());
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// Starts a backend actor and registers it.
+pub(crate) fn start_backend(
+    shared: &Arc<Shared>,
+    name: &str,
+    driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
+    state: BackendState,
+    discovery: Option<crate::drivers::Discovery>,
+) {
+    let status = Arc::new(BackendStatus::new(state, driver));
+    if let Some(disc) = discovery {
+        *write(&status.free_bytes) = disc.free_bytes;
+    }
+    let actor = super::backend::BackendActor::new(name.to_string(), status.clone(), shared.clone());
+    let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
+    write(&shared.backends).insert(name.to_string(), BackendSlot { addr, status });
+}
+
+/// Stops and unregisters a backend actor (in-flight calls finish on their own).
+pub(crate) fn stop_backend(shared: &Shared, name: &str) {
+    if let Some(slot) = write(&shared.backends).remove(name) {
+        slot.addr.do_send(super::backend::Stop);
+    }
+}
+
+/// Starts a storage class actor with its matched pools computed.
+pub(crate) fn start_class(
+    shared: &Arc<Shared>,
+    name: &str,
+    compiled: Arc<crate::model::CompiledClass>,
+) {
+    let matched = Arc::new(super::class::matching_pools(shared, &compiled));
+    let actor = super::class::StorageClassActor {
+        name: name.to_string(),
+        compiled,
+        shared: shared.clone(),
+    };
+    let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
+    write(&shared.classes).insert(name.to_string(), ClassSlot { addr, matched });
 }

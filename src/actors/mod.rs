@@ -1,8 +1,20 @@
 //! The actors: the only module that imports actix. Everyone else uses [`Core`].
+//!
+//! - `backend`: one actor per backend (driver, concurrency limit, init with retries).
+//! - `class`: one actor per storage class (matched pools).
+//! - `volume`: virtual volume actors (create, delete, reconcile), activated on demand.
+//! - `shared`: what actors and the handle share; the placement policy (scheduler).
+//! - `handle`: `Core`, the handle; `runtime`: start-up, replay, shutdown.
 
+mod backend;
+mod class;
 pub mod handle;
+mod runtime;
+mod shared;
+mod volume;
 
 pub use handle::{
-    BackendState, BackendView, Core, CoreError, CoreOptions, CoreRuntime, PoolView, Readiness,
-    RequestCtx, StorageClassView, VolumeState, VolumeView,
+    BackendState, BackendView, Core, CoreError, CoreOptions, PoolView, Readiness, RequestCtx,
+    StorageClassView, VolumeState, VolumeView,
 };
+pub use runtime::CoreRuntime;

@@ -1,4 +1,18 @@
 //! The common part of every backend config (trident-compat §2.1).
+//!
+//! Keys are matched like Go's `encoding/json` does: an exact match first, else a
+//! case-insensitive one (`StorageDriverName` is accepted for `storageDriverName`). Unknown keys
+//! are ignored. Error messages name the field and never echo a value that could be a secret.
+
+use serde_json::{Map, Value};
+
+use crate::drivers::DriverError;
+
+/// The only backend config version there is.
+pub const CONFIG_VERSION: u32 = 1;
+
+/// `defaults.size` when the config does not give one: `1G`, binary (1 GiB).
+pub const DEFAULT_VOLUME_SIZE: &str = "1G";
 
 /// Parsed common settings. Secrets are not here: see `crate::secrets`.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,8 +28,373 @@ pub struct CommonConfig {
 
 impl CommonConfig {
     /// Validates and parses the common settings from a backend config document.
+    ///
+    /// Fields that Trident 18.07 ignores with a warning (`debug`, `disableDelete`) are logged at
+    /// warn level; [`CommonConfig::warnings`] returns the same messages for callers that want to
+    /// show them.
     pub fn parse(doc: &serde_json::Value) -> Result<CommonConfig, crate::drivers::DriverError> {
-        let _ = doc;
-        todo!()
+        let obj = as_object(doc)?;
+
+        let version = match field(obj, "version") {
+            None | Some(Value::Null) => 0,
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n
+                .as_i64()
+                .map(i128::from)
+                .or(n.as_u64().map(i128::from))
+                .unwrap_or_default(),
+            Some(other) => return Err(wrong_type("version", "an integer", Some(other))),
+        };
+        if version != i128::from(CONFIG_VERSION) {
+            return Err(DriverError::Invalid(format!(
+                "unexpected config file version; found {version}, expected {CONFIG_VERSION}"
+            )));
+        }
+
+        let storage_driver_name = match opt_str(obj, "storageDriverName")? {
+            Some(name) if !name.is_empty() => name.to_string(),
+            _ => {
+                return Err(DriverError::Invalid(
+                    "missing storage driver name in configuration file".to_string(),
+                ));
+            }
+        };
+
+        let backend_name = match opt_str(obj, "backendName")? {
+            Some("") | None => None,
+            Some(name) => {
+                crate::model::validate_name("backendName", name)
+                    .map_err(|e| DriverError::Invalid(e.to_string()))?;
+                Some(name.to_string())
+            }
+        };
+
+        let storage_prefix = match field(obj, "storagePrefix") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) if m.is_empty() => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                return Err(DriverError::Invalid(
+                    "invalid value for storage prefix (storagePrefix must be a string, {} or null)"
+                        .to_string(),
+                ));
+            }
+        };
+
+        let default_size_bytes = parse_default_size(obj)?;
+
+        for warning in Self::warnings(doc) {
+            tracing::warn!(driver = %storage_driver_name, "{warning}");
+        }
+
+        Ok(CommonConfig {
+            version: CONFIG_VERSION,
+            storage_driver_name,
+            backend_name,
+            storage_prefix,
+            default_size_bytes,
+        })
+    }
+
+    /// Warnings about fields that are accepted but ignored (`debug`, `disableDelete`).
+    pub fn warnings(doc: &serde_json::Value) -> Vec<String> {
+        let Some(obj) = doc.as_object() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if field(obj, "debug").is_some() {
+            out.push(
+                "the debug field is ignored; use debugTraceFlags or the log level".to_string(),
+            );
+        }
+        if field(obj, "disableDelete").is_some() {
+            out.push("the disableDelete field is ignored".to_string());
+        }
+        out
+    }
+}
+
+fn parse_default_size(obj: &Map<String, Value>) -> Result<u64, DriverError> {
+    let defaults = match field(obj, "defaults") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m),
+        Some(other) => return Err(wrong_type("defaults", "an object", Some(other))),
+    };
+    let size = match defaults.and_then(|d| field(d, "size")) {
+        None | Some(Value::Null) => DEFAULT_VOLUME_SIZE,
+        Some(Value::String(s)) if s.trim().is_empty() => DEFAULT_VOLUME_SIZE,
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => return Err(wrong_type("defaults.size", "a string", Some(other))),
+    };
+    crate::model::parse_size(size)
+        .map_err(|e| DriverError::Invalid(format!("invalid value for defaults.size: {e}")))
+}
+
+// ---- small JSON helpers shared by the drivers ----
+
+/// The document as an object, or an error saying a backend config must be one.
+pub(crate) fn as_object(doc: &Value) -> Result<&Map<String, Value>, DriverError> {
+    doc.as_object().ok_or_else(|| {
+        DriverError::Invalid(format!(
+            "invalid backend config: expected a JSON object, found {}",
+            json_type(doc)
+        ))
+    })
+}
+
+/// Looks up `key` the way Go's `encoding/json` does: exact match first, then case-insensitive.
+pub(crate) fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key).or_else(|| {
+        obj.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    })
+}
+
+/// An optional string field; `null` counts as absent; another type is an error naming the field.
+pub(crate) fn opt_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &'static str,
+) -> Result<Option<&'a str>, DriverError> {
+    match field(obj, key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(wrong_type(key, "a string", Some(other))),
+    }
+}
+
+/// `invalid value for <field>: expected <what>, found <type>`. Never echoes the value.
+pub(crate) fn wrong_type(field: &str, expected: &str, found: Option<&Value>) -> DriverError {
+    let found = found.map(json_type).unwrap_or("nothing");
+    DriverError::Invalid(format!(
+        "invalid value for {field}: expected {expected}, found {found}"
+    ))
+}
+
+/// The JSON type name of a value, for error messages.
+pub(crate) fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn invalid(doc: Value) -> String {
+        match CommonConfig::parse(&doc) {
+            Err(DriverError::Invalid(msg)) => msg,
+            other => panic!("expected Invalid for {doc}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake"})).unwrap();
+        assert_eq!(
+            c,
+            CommonConfig {
+                version: 1,
+                storage_driver_name: "fake".into(),
+                backend_name: None,
+                storage_prefix: None,
+                default_size_bytes: 1 << 30,
+            }
+        );
+    }
+
+    #[test]
+    fn full_config() {
+        let c = CommonConfig::parse(&json!({
+            "version": 1,
+            "storageDriverName": "ontap-nas",
+            "backendName": "nas1",
+            "storagePrefix": "x",
+            "defaults": {"size": "2Gi", "spaceReserve": "none"},
+            "unknownField": {"whatever": [1, 2]},
+        }))
+        .unwrap();
+        assert_eq!(c.storage_driver_name, "ontap-nas");
+        assert_eq!(c.backend_name.as_deref(), Some("nas1"));
+        assert_eq!(c.storage_prefix.as_deref(), Some("x"));
+        assert_eq!(c.default_size_bytes, 2 << 30);
+    }
+
+    #[test]
+    fn keys_match_case_insensitively_like_go() {
+        let c = CommonConfig::parse(&json!({
+            "Version": 1,
+            "StorageDriverName": "fake",
+            "BACKENDNAME": "b",
+            "Defaults": {"Size": "1M"},
+        }))
+        .unwrap();
+        assert_eq!(c.storage_driver_name, "fake");
+        assert_eq!(c.backend_name.as_deref(), Some("b"));
+        assert_eq!(c.default_size_bytes, 1 << 20);
+        // An exact match wins over a case-insensitive one.
+        let c = CommonConfig::parse(&json!({
+            "version": 1, "storageDriverName": "fake", "backendname": "a", "backendName": "b"
+        }))
+        .unwrap();
+        assert_eq!(c.backend_name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn version() {
+        assert_eq!(
+            invalid(json!({"version": 2, "storageDriverName": "fake"})),
+            "unexpected config file version; found 2, expected 1"
+        );
+        assert_eq!(
+            invalid(json!({"storageDriverName": "fake"})),
+            "unexpected config file version; found 0, expected 1"
+        );
+        assert_eq!(
+            invalid(json!({"version": -3, "storageDriverName": "fake"})),
+            "unexpected config file version; found -3, expected 1"
+        );
+        let msg = invalid(json!({"version": "1", "storageDriverName": "fake"}));
+        assert!(msg.contains("version") && msg.contains("integer"), "{msg}");
+        let msg = invalid(json!({"version": 1.5, "storageDriverName": "fake"}));
+        assert!(msg.contains("version"), "{msg}");
+    }
+
+    #[test]
+    fn storage_driver_name() {
+        for doc in [
+            json!({"version": 1}),
+            json!({"version": 1, "storageDriverName": ""}),
+            json!({"version": 1, "storageDriverName": null}),
+        ] {
+            assert_eq!(
+                invalid(doc),
+                "missing storage driver name in configuration file"
+            );
+        }
+        let msg = invalid(json!({"version": 1, "storageDriverName": 7}));
+        assert!(
+            msg.contains("storageDriverName") && msg.contains("string"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn backend_name() {
+        let c = CommonConfig::parse(
+            &json!({"version": 1, "storageDriverName": "fake", "backendName": ""}),
+        )
+        .unwrap();
+        assert_eq!(c.backend_name, None);
+        let msg = invalid(json!({"version": 1, "storageDriverName": "fake", "backendName": 1}));
+        assert!(msg.contains("backendName"), "{msg}");
+        let msg = invalid(json!({"version": 1, "storageDriverName": "fake", "backendName": "a/b"}));
+        assert!(msg.contains("backendName"), "{msg}");
+        let msg = invalid(json!({"version": 1, "storageDriverName": "fake", "backendName": ".."}));
+        assert!(msg.contains("backendName"), "{msg}");
+    }
+
+    #[test]
+    fn storage_prefix_three_states() {
+        let parse = |p: Value| {
+            CommonConfig::parse(
+                &json!({"version": 1, "storageDriverName": "fake", "storagePrefix": p}),
+            )
+        };
+        let absent =
+            CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake"})).unwrap();
+        assert_eq!(absent.storage_prefix, None);
+        assert_eq!(parse(json!(null)).unwrap().storage_prefix, None);
+        assert_eq!(parse(json!({})).unwrap().storage_prefix, None);
+        assert_eq!(
+            parse(json!("")).unwrap().storage_prefix.as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            parse(json!("abc_")).unwrap().storage_prefix.as_deref(),
+            Some("abc_")
+        );
+        for bad in [json!(5), json!(true), json!(["a"]), json!({"a": 1})] {
+            match parse(bad.clone()) {
+                Err(DriverError::Invalid(msg)) => {
+                    assert!(msg.starts_with("invalid value for storage prefix"), "{msg}");
+                    assert!(msg.contains("storagePrefix"), "{msg}");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_size() {
+        let parse = |d: Value| {
+            CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake", "defaults": d}))
+        };
+        assert_eq!(parse(json!({})).unwrap().default_size_bytes, 1 << 30);
+        assert_eq!(parse(json!(null)).unwrap().default_size_bytes, 1 << 30);
+        assert_eq!(
+            parse(json!({"size": ""})).unwrap().default_size_bytes,
+            1 << 30
+        );
+        assert_eq!(
+            parse(json!({"size": "1G"})).unwrap().default_size_bytes,
+            1 << 30
+        );
+        assert_eq!(
+            parse(json!({"size": "1GB"})).unwrap().default_size_bytes,
+            1_000_000_000
+        );
+        assert_eq!(
+            parse(json!({"size": "100"})).unwrap().default_size_bytes,
+            100
+        );
+        for bad in [
+            json!({"size": "1.5G"}),
+            json!({"size": "lots"}),
+            json!({"size": 5}),
+        ] {
+            match parse(bad.clone()) {
+                Err(DriverError::Invalid(msg)) => assert!(msg.contains("defaults.size"), "{msg}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        match parse(json!("1G")) {
+            Err(DriverError::Invalid(msg)) => assert!(msg.contains("defaults"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        // A size at the top level is not a default (ignored like any unknown field).
+        let c =
+            CommonConfig::parse(&json!({"version": 1, "storageDriverName": "fake", "size": "5G"}))
+                .unwrap();
+        assert_eq!(c.default_size_bytes, 1 << 30);
+    }
+
+    #[test]
+    fn ignored_fields_warn() {
+        let doc = json!({"version": 1, "storageDriverName": "fake", "debug": true, "disableDelete": true});
+        assert!(CommonConfig::parse(&doc).is_ok());
+        let w = CommonConfig::warnings(&doc);
+        assert_eq!(w.len(), 2);
+        assert!(
+            w[0].contains("debug") && w[1].contains("disableDelete"),
+            "{w:?}"
+        );
+        assert!(CommonConfig::warnings(&json!({"version": 1})).is_empty());
+    }
+
+    #[test]
+    fn not_an_object() {
+        for doc in [json!([]), json!("x"), json!(null), json!(1)] {
+            let msg = invalid(doc);
+            assert!(msg.contains("JSON object"), "{msg}");
+        }
     }
 }

@@ -2,7 +2,20 @@
 
 use std::sync::Arc;
 
-use super::{DriverError, StorageDriver};
+use super::fake::FakeDriver;
+use super::{CommonConfig, DriverError, StorageDriver};
+
+/// Trident driver names that this build knows but cannot serve yet.
+pub const UNAVAILABLE_DRIVERS: &[&str] = &[
+    "ontap-nas",
+    "ontap-nas-economy",
+    "ontap-nas-flexgroup",
+    "ontap-san",
+    "solidfire-san",
+    "eseries-iscsi",
+    "nexentastor-iscsi",
+    "local",
+];
 
 /// A driver built from a backend config, with the backend name it reports.
 #[derive(Debug, Clone)]
@@ -13,7 +26,100 @@ pub struct BuiltDriver {
 
 /// Builds the driver named by the config's `storageDriverName`. Does not contact the array;
 /// `discover` does. Errors name the field (`unknown storage driver: X`, …).
+///
+/// The common fields are validated first (as Trident does), then the driver's own fields.
+/// A known Trident driver that this build does not include is `Unsupported`; any other name is
+/// `Invalid`.
 pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError> {
-    let _ = doc;
-    todo!()
+    let common = CommonConfig::parse(doc)?;
+    let driver: Arc<dyn StorageDriver> = match common.storage_driver_name.as_str() {
+        super::fake::DRIVER_NAME => Arc::new(FakeDriver::from_config(doc, &common)?),
+        name if UNAVAILABLE_DRIVERS.contains(&name) => {
+            return Err(DriverError::Unsupported(format!(
+                "storage driver {name} is not available in this build"
+            )));
+        }
+        name => {
+            return Err(DriverError::Invalid(format!(
+                "unknown storage driver: {name}"
+            )));
+        }
+    };
+    Ok(BuiltDriver { driver, common })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn fake_is_built() {
+        let built = build_driver(&json!({
+            "version": 1,
+            "storageDriverName": "fake",
+            "instanceName": "fake1",
+            "pools": {"p1": {"attributes": {}, "sizeBytes": 1u64 << 30}},
+        }))
+        .unwrap();
+        assert_eq!(built.driver.driver_name(), "fake");
+        assert_eq!(built.common.storage_driver_name, "fake");
+        assert_eq!(built.driver.internal_name("v"), "trident-v");
+    }
+
+    #[test]
+    fn fake_config_errors_surface() {
+        match build_driver(&json!({"version": 1, "storageDriverName": "fake"})) {
+            Err(DriverError::Invalid(msg)) => {
+                assert!(
+                    msg.contains("backendName") && msg.contains("instanceName"),
+                    "{msg}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn trident_drivers_not_in_this_build_are_unsupported() {
+        for name in UNAVAILABLE_DRIVERS {
+            match build_driver(&json!({"version": 1, "storageDriverName": name})) {
+                Err(DriverError::Unsupported(msg)) => {
+                    assert_eq!(
+                        msg,
+                        format!("storage driver {name} is not available in this build")
+                    )
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_driver_is_invalid() {
+        match build_driver(&json!({"version": 1, "storageDriverName": "ontap-nass"})) {
+            Err(DriverError::Invalid(msg)) => assert_eq!(msg, "unknown storage driver: ontap-nass"),
+            other => panic!("{other:?}"),
+        }
+        // Driver names are case-sensitive, as in Trident.
+        match build_driver(&json!({"version": 1, "storageDriverName": "Fake"})) {
+            Err(DriverError::Invalid(msg)) => assert_eq!(msg, "unknown storage driver: Fake"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn common_errors_come_first() {
+        match build_driver(&json!({"version": 2, "storageDriverName": "nope"})) {
+            Err(DriverError::Invalid(msg)) => assert!(msg.contains("version"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        match build_driver(&json!({"version": 1})) {
+            Err(DriverError::Invalid(msg)) => {
+                assert_eq!(msg, "missing storage driver name in configuration file")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -6,11 +6,30 @@
 //! one `flush_async` (group commit), hands the committed envelopes to a [`CommitSink`] (the
 //! projection writer) and only then acks each caller with its sequence numbers.
 //!
-//! sled trees: `events` (big-endian u64 sequence → encoded envelope), `meta` (schema version,
-//! instance id), `checkpoints` (big-endian sequence → projection snapshot).
+//! sled trees: `events` (big-endian u64 sequence → encoded envelope), `meta` (log format
+//! version, instance id, creation time), `checkpoints` (big-endian sequence → projection
+//! snapshot with a checksum; the newest two are kept).
+//!
+//! Files: `codec.rs` (the envelope frame and the chain hash), `store.rs` (sled: open, format
+//! check, checked reads, checkpoints, truncation), `writer.rs` (group commit).
+//!
+//! Integrity: every read ([`EventLog::read_from`], [`EventLog::verify`]) checks that each
+//! record decodes, is stored under its own sequence, follows its predecessor without a gap,
+//! recomputes to its hash and links to its predecessor's hash. The first bad record is
+//! reported as [`LogError::Corrupt`] with its sequence and nothing after it is yielded; the
+//! only way past it is the explicit operator action [`EventLog::truncate_after`].
+
+mod codec;
+mod store;
+mod writer;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+
+use store::Inner;
 
 /// Hash of the envelope before sequence 1.
 pub const GENESIS_HASH: [u8; 32] = [0u8; 32];
@@ -82,7 +101,9 @@ pub enum LogError {
 /// Result of walking the chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifyReport {
+    /// Envelopes that checked out (all of them before `first_bad`).
     pub events: u64,
+    /// The highest sequence stored, whether or not it checks out.
     pub head_seq: u64,
     /// The first bad sequence and why, if any.
     pub first_bad: Option<(u64, String)>,
@@ -90,70 +111,242 @@ pub struct VerifyReport {
 
 /// The open log.
 pub struct EventLog {
-    _private: (),
+    inner: Arc<Inner>,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// A cheap, cloneable handle for appending.
+/// A cheap, cloneable handle for appending. The writer runs while any clone exists (and
+/// keeps the database open).
 #[derive(Clone)]
 pub struct Appender {
-    _private: Arc<()>,
+    tx: mpsc::Sender<writer::Request>,
+    inner: Arc<Inner>,
 }
 
 impl EventLog {
     /// Opens (or creates) the log in `dir`, refusing if another process holds it.
+    ///
+    /// Errors: [`LogError::Locked`] when the directory's sled database is locked (by another
+    /// process, or by another open `EventLog` in this one); [`LogError::Storage`] when the log
+    /// has a format version this build does not know, or sled fails. A corrupt last record
+    /// does not fail the open (so that it can be inspected and truncated), but appends are
+    /// refused until it is truncated. [`Durability::Memory`] ignores `dir` and opens a
+    /// temporary sled that is deleted when the log is dropped.
     pub fn open(dir: &Path, durability: Durability) -> Result<EventLog, LogError> {
-        let _ = (dir, durability);
-        todo!()
+        let inner = store::open(dir, durability)?;
+        Ok(EventLog {
+            inner: Arc::new(inner),
+            writer: Mutex::new(None),
+        })
     }
 
-    /// Head sequence (0 when empty) and head hash.
+    /// Head sequence (0 when empty) and head hash. If the last record is corrupt (see
+    /// [`EventLog::check_tail`]) its hash is unknown and `GENESIS_HASH` is returned with its
+    /// sequence.
     pub fn head(&self) -> (u64, [u8; 32]) {
-        todo!()
+        let head = self.inner.head();
+        (head.seq, head.hash)
+    }
+
+    /// `Err(LogError::Corrupt)` when the last stored record does not decode or check out on
+    /// its own; the writer refuses appends in that state.
+    pub fn check_tail(&self) -> Result<(), LogError> {
+        match &self.inner.head().tail_error {
+            Some((seq, reason)) => Err(LogError::Corrupt {
+                seq: *seq,
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The id written when this log was created.
+    pub fn instance_id(&self) -> uuid::Uuid {
+        self.inner.instance_id
+    }
+
+    /// The reason, once a failed write or flush has poisoned the log (report not-ready).
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.poisoned().map(str::to_string)
     }
 
     /// Envelopes from `from_seq` (inclusive) in order, each checked against its hash and the
     /// chain; the first bad one yields `LogError::Corrupt` and ends the iteration.
+    ///
+    /// For `from_seq > 1` the record at `from_seq - 1` is read (and checked on its own) first,
+    /// to link the chain; reading past the head yields nothing.
     pub fn read_from(
         &self,
         from_seq: u64,
     ) -> impl Iterator<Item = Result<Envelope, LogError>> + '_ {
-        let _ = from_seq;
-        std::iter::empty()
+        store::ReadIter::new(&self.inner.events, from_seq)
     }
 
     /// Walks the whole chain.
     pub fn verify(&self) -> VerifyReport {
-        todo!()
+        let mut events = 0;
+        let mut first_bad = None;
+        for item in self.read_from(1) {
+            match item {
+                Ok(_) => events += 1,
+                Err(LogError::Corrupt { seq, reason }) => {
+                    first_bad = Some((seq, reason));
+                    break;
+                }
+                Err(other) => {
+                    first_bad = Some((events + 1, other.to_string()));
+                    break;
+                }
+            }
+        }
+        VerifyReport {
+            events,
+            head_seq: store::last_key(&self.inner.events),
+            first_bad,
+        }
     }
 
     /// Starts the group-commit writer task on the current tokio runtime. `sink` sees every
     /// committed batch before its callers are acked.
+    ///
+    /// The writer runs until every [`Appender`] is dropped, then finishes the queued work and
+    /// exits; [`EventLog::shutdown`] awaits that.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, or if a writer for this log is still running (two writers
+    /// would fork the chain).
     pub fn start_writer(&self, sink: Arc<dyn CommitSink>) -> Appender {
-        let _ = sink;
-        todo!()
+        let mut slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+            panic!("the event log writer is already running");
+        }
+        let (tx, rx) = mpsc::channel(writer::QUEUE_CAPACITY);
+        *slot = Some(tokio::spawn(writer::run(self.inner.clone(), sink, rx)));
+        Appender {
+            tx,
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Waits for the writer to finish (drop every [`Appender`] first, or this waits for
+    /// ever), then flushes. Call it last when shutting down. Fails with
+    /// [`LogError::Poisoned`] on a poisoned log (nothing is flushed then).
+    pub async fn shutdown(&self) -> Result<(), LogError> {
+        let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(handle) = handle
+            && let Err(e) = handle.await
+        {
+            return Err(LogError::Storage(format!(
+                "the event log writer failed: {e}"
+            )));
+        }
+        self.inner.flush().await
     }
 
     /// Stores a projection snapshot taken at `seq` (durably); older ones are pruned.
+    ///
+    /// The two newest checkpoints are kept. `seq` must not be past the head.
     pub async fn save_checkpoint(&self, seq: u64, snapshot: Vec<u8>) -> Result<(), LogError> {
-        let _ = (seq, snapshot);
-        todo!()
+        store::save_checkpoint(&self.inner, seq, &snapshot).await
     }
 
-    /// The newest checkpoint, if any.
+    /// The newest checkpoint, if any. A damaged checkpoint is skipped (with a warning) in
+    /// favour of the one before it.
     pub fn latest_checkpoint(&self) -> Result<Option<(u64, Vec<u8>)>, LogError> {
-        todo!()
+        store::latest_checkpoint(&self.inner)
+    }
+
+    /// Operator action: drops every event after `seq` (and every checkpoint after it),
+    /// durably, and returns how many events were removed. Use it to cut off a corrupt tail
+    /// after [`EventLog::verify`] reported it. Refused while the writer runs.
+    pub async fn truncate_after(&self, seq: u64) -> Result<u64, LogError> {
+        let removed = {
+            // Held so that no writer starts while records are removed.
+            let slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(LogError::Storage(
+                    "cannot truncate the event log while its writer is running".to_string(),
+                ));
+            }
+            store::remove_after(&self.inner, seq)?
+        };
+        self.inner.flush().await?;
+        Ok(removed)
+    }
+
+    /// Test support: rewrites the raw stored bytes of record `seq` (which must exist), so that
+    /// tests can simulate corruption. Do not use while the writer runs.
+    #[doc(hidden)]
+    pub fn corrupt_for_tests(&self, seq: u64, f: impl FnOnce(&mut Vec<u8>)) {
+        let mut raw = self
+            .raw_for_tests(seq)
+            .unwrap_or_else(|| panic!("no record at sequence {seq}"));
+        f(&mut raw);
+        self.put_raw_for_tests(seq, Some(raw));
+    }
+
+    /// Test support: the raw stored bytes of record `seq`.
+    #[doc(hidden)]
+    pub fn raw_for_tests(&self, seq: u64) -> Option<Vec<u8>> {
+        self.inner
+            .events
+            .get(store::key(seq))
+            .expect("reading the event log")
+            .map(|v| v.to_vec())
+    }
+
+    /// Test support: stores (or with `None` deletes) raw bytes under sequence `seq`.
+    #[doc(hidden)]
+    pub fn put_raw_for_tests(&self, seq: u64, raw: Option<Vec<u8>>) {
+        let k = store::key(seq);
+        match raw {
+            Some(raw) => self.inner.events.insert(k, raw).map(|_| ()),
+            None => self.inner.events.remove(k).map(|_| ()),
+        }
+        .expect("writing the event log");
+        self.inner
+            .refresh_head()
+            .expect("reading the event log head");
+    }
+
+    /// Test support (failpoint): the next batch the writer commits is written but its flush
+    /// fails, which poisons the log.
+    #[doc(hidden)]
+    pub fn fail_next_flush_for_tests(&self) {
+        self.inner.fail_next_commit.store(true, Ordering::SeqCst);
     }
 }
 
 impl Appender {
     /// Appends events atomically (one batch, contiguous sequences) and returns the sequence of
     /// each after the batch is durable (per [`Durability`]) and the sink has seen it.
+    ///
+    /// If the caller stops waiting, the events may still be committed. An empty `events`
+    /// returns at once.
     pub async fn append(
         &self,
         request_id: &str,
         events: Vec<NewEvent>,
     ) -> Result<Vec<u64>, LogError> {
-        let _ = (request_id, events);
-        todo!()
+        if let Some(e) = self.inner.poisoned_error() {
+            return Err(e);
+        }
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(writer::Request {
+                request_id: request_id.to_string(),
+                events,
+                reply,
+            })
+            .await
+            .map_err(|_| LogError::Closed)?;
+        rx.await.map_err(|_| LogError::Closed)?
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -66,6 +66,14 @@ impl std::fmt::Display for PoolRef {
     }
 }
 
+/// Secrets sealed with the data dir's key (ChaCha20-Poly1305): what events carry instead of
+/// passwords. Opened only by `crate::secrets`.
+#[derive(Debug, Clone, PartialEq, Eq, bincode::Encode, bincode::Decode)]
+pub struct Sealed {
+    pub nonce: [u8; 12],
+    pub ciphertext: Vec<u8>,
+}
+
 /// Why a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {

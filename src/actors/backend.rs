@@ -1,0 +1,262 @@
+//! One actor per backend: owns the driver, limits concurrent driver calls, initialises the
+//! driver (with retries) and records pool changes.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::Semaphore;
+
+use super::handle::BackendState;
+use super::shared::{BackendStatus, Shared, write};
+use crate::drivers::{CloneRequest, CreateRequest, DriverError, StorageDriver, VolumeInfo};
+use crate::events::{BackendEvent, Event};
+
+/// Concurrent driver calls per backend.
+pub(crate) const DEFAULT_BACKEND_LIMIT: usize = 32;
+
+/// A driver operation, run under the backend's concurrency limit.
+#[derive(Debug)]
+pub(crate) enum DriverCall {
+    Create(CreateRequest),
+    Clone(CloneRequest),
+    Get(String),
+    Destroy(String),
+}
+
+#[derive(Debug)]
+pub(crate) enum CallOutput {
+    Volume(VolumeInfo),
+    MaybeVolume(Option<VolumeInfo>),
+    Done,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<CallOutput, DriverError>")]
+pub(crate) struct Call(pub DriverCall);
+
+/// Stops the actor (backend purged or replaced).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Stop;
+
+impl Handler<Stop> for BackendActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+pub(crate) struct BackendActor {
+    name: String,
+    status: Arc<BackendStatus>,
+    limit: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    init_attempts: u32,
+}
+
+impl BackendActor {
+    /// `status` starts `Online` for a driver discovered just now (added over the API), or
+    /// `Initializing` for a backend from the log, whose driver is discovered in `started` with
+    /// retries. `driver` is `None` when the recorded config no longer builds (shown failed).
+    pub fn new(name: String, status: Arc<BackendStatus>, shared: Arc<Shared>) -> BackendActor {
+        BackendActor {
+            name,
+            status,
+            limit: Arc::new(Semaphore::new(DEFAULT_BACKEND_LIMIT)),
+            shared,
+            init_attempts: 0,
+        }
+    }
+
+    fn driver(&self) -> Result<Arc<dyn StorageDriver>, DriverError> {
+        match (&self.status.driver, self.status.state()) {
+            (Some(d), BackendState::Online | BackendState::Offline) => Ok(d.clone()),
+            (_, BackendState::Failed(why)) => Err(DriverError::Unavailable(format!(
+                "backend {} is not available: {why}",
+                self.name
+            ))),
+            _ => Err(DriverError::Unavailable(format!(
+                "backend {} is still initializing",
+                self.name
+            ))),
+        }
+    }
+
+    fn initialise(&mut self, ctx: &mut Context<Self>) {
+        let Some(driver) = self.status.driver.clone() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let name = self.name.clone();
+        let fut = async move {
+            let discovery = driver.discover().await?;
+            record_discovery(&shared, &name, &discovery).await;
+            report_unknown_volumes(&shared, &name, &*driver).await;
+            Ok::<_, DriverError>(discovery)
+        };
+        ctx.spawn(fut.into_actor(self).map(|res, act, ctx| match res {
+            Ok(discovery) => {
+                act.init_attempts = 0;
+                *write(&act.status.free_bytes) = discovery.free_bytes;
+                let online = act
+                    .shared
+                    .projection
+                    .read(|s| s.backends.get(&act.name).map(|b| b.online))
+                    .unwrap_or(true);
+                act.status.set_state(if online {
+                    BackendState::Online
+                } else {
+                    BackendState::Offline
+                });
+                tracing::info!(backend = %act.name, "backend initialised");
+                let shared = act.shared.clone();
+                ctx.spawn(async move { super::class::rematch_all(&shared).await }.into_actor(act));
+            }
+            Err(e) => {
+                act.init_attempts += 1;
+                let delay = backoff(act.init_attempts);
+                tracing::warn!(backend = %act.name, error = %e, retry_in = ?delay,
+                    "backend failed to initialise");
+                act.status.set_state(BackendState::Failed(e.to_string()));
+                ctx.run_later(delay, |act, ctx| act.initialise(ctx));
+            }
+        }));
+    }
+}
+
+/// Records the discovered pools when they differ from what the log holds.
+pub(crate) async fn record_discovery(
+    shared: &Shared,
+    name: &str,
+    discovery: &crate::drivers::Discovery,
+) {
+    let changed = shared.projection.read(|s| {
+        s.backends
+            .get(name)
+            .is_some_and(|b| b.pools != discovery.pools || b.protocol != discovery.protocol)
+    });
+    if changed {
+        let ev = Event::backend(
+            name,
+            BackendEvent::PoolsDiscovered {
+                protocol: discovery.protocol,
+                pools: discovery.pools.clone(),
+            },
+        );
+        if let Err(e) = shared.append("discovery", vec![ev]).await {
+            tracing::warn!(backend = %name, error = %e, "could not record discovered pools");
+        }
+    }
+}
+
+/// Logs array volumes of this backend that the log does not know (orphans). They are never
+/// deleted automatically: an operator decides.
+async fn report_unknown_volumes(shared: &Shared, name: &str, driver: &dyn StorageDriver) {
+    let Ok(on_array) = driver.list_volumes().await else {
+        return;
+    };
+    let known: std::collections::HashSet<String> = shared.projection.read(|s| {
+        s.volumes
+            .iter()
+            .filter(|(_, v)| v.backend == name || v.candidates.iter().any(|p| p.backend == name))
+            .map(|(vol, v)| {
+                if v.config.internal_name.is_empty() {
+                    driver.internal_name(vol)
+                } else {
+                    v.config.internal_name.clone()
+                }
+            })
+            .collect()
+    });
+    let unknown: Vec<&str> = on_array
+        .iter()
+        .map(|v| v.internal_name.as_str())
+        .filter(|n| !known.contains(*n))
+        .collect();
+    if !unknown.is_empty() {
+        tracing::warn!(backend = %name, count = unknown.len(), volumes = ?unknown,
+            "the array holds volumes the event log does not know");
+    }
+}
+
+/// Exponential backoff: 1 s, 2 s, 4 s … capped at 60 s.
+pub(crate) fn backoff(attempt: u32) -> Duration {
+    Duration::from_secs(1u64 << attempt.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+}
+
+impl Actor for BackendActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(1024);
+        if self.status.state() == BackendState::Initializing {
+            self.initialise(ctx);
+        }
+    }
+}
+
+impl Handler<Call> for BackendActor {
+    type Result = ResponseFuture<Result<CallOutput, DriverError>>;
+
+    fn handle(&mut self, Call(call): Call, _ctx: &mut Self::Context) -> Self::Result {
+        let driver = self.driver();
+        let limit = self.limit.clone();
+        let status = self.status.clone();
+        let backend = self.name.clone();
+        Box::pin(async move {
+            let driver = driver?;
+            status.queued.fetch_add(1, Ordering::Relaxed);
+            let permit = limit.acquire_owned().await;
+            status.queued.fetch_sub(1, Ordering::Relaxed);
+            let _permit = permit.map_err(|_| DriverError::Unavailable("backend stopped".into()))?;
+            status.in_flight.fetch_add(1, Ordering::Relaxed);
+            let out = run_call(&*driver, call, &status).await;
+            status.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let Err(e) = &out {
+                tracing::debug!(%backend, error = %e, "driver call failed");
+            }
+            out
+        })
+    }
+}
+
+async fn run_call(
+    driver: &dyn StorageDriver,
+    call: DriverCall,
+    status: &BackendStatus,
+) -> Result<CallOutput, DriverError> {
+    Ok(match call {
+        DriverCall::Create(req) => {
+            let info = driver.create(&req).await?;
+            adjust_free(status, &info.pool, info.size_bytes, false);
+            CallOutput::Volume(info)
+        }
+        DriverCall::Clone(req) => {
+            let info = driver.clone_volume(&req).await?;
+            adjust_free(status, &info.pool, info.size_bytes, false);
+            CallOutput::Volume(info)
+        }
+        DriverCall::Get(name) => CallOutput::MaybeVolume(driver.get(&name).await?),
+        DriverCall::Destroy(name) => {
+            let existing = driver.get(&name).await.ok().flatten();
+            driver.destroy(&name).await?;
+            if let Some(info) = existing {
+                adjust_free(status, &info.pool, info.size_bytes, true);
+            }
+            CallOutput::Done
+        }
+    })
+}
+
+fn adjust_free(status: &BackendStatus, pool: &str, bytes: u64, release: bool) {
+    if let Some(free) = write(&status.free_bytes).get_mut(pool) {
+        *free = if release {
+            free.saturating_add(bytes)
+        } else {
+            free.saturating_sub(bytes)
+        };
+    }
+}

@@ -1,0 +1,242 @@
+//! Start-up (open the log, replay, start actors, reconcile) and shutdown.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use super::handle::{
+    BackendState, Core, CoreError, CoreOptions, Readiness, start_backend, start_class,
+};
+use super::shared::{Shared, read, write};
+use crate::log::{EventLog, LogError};
+use crate::projections::{Projection, State, VolumeState};
+use crate::secrets::SecretBox;
+
+/// The running core: its handle plus what is needed to stop it cleanly.
+pub struct CoreRuntime {
+    shared: Arc<Shared>,
+    system: actix::System,
+    thread: Option<std::thread::JoinHandle<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for CoreRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreRuntime").finish_non_exhaustive()
+    }
+}
+
+impl CoreRuntime {
+    /// Opens the log and starts the actors; replay runs in the background (reads answer
+    /// `NotReady` until it is done). Fails at once if the data dir cannot be opened or is held
+    /// by another process. Must be called inside a multi-thread tokio runtime.
+    pub async fn start(opts: CoreOptions) -> Result<CoreRuntime, CoreError> {
+        let dir = opts.data_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            CoreError::BootstrapFailed(format!("cannot create data dir {}: {e}", dir.display()))
+        })?;
+        let durability = opts.durability;
+        let log_dir = dir.join("log");
+        let log = tokio::task::spawn_blocking(move || EventLog::open(&log_dir, durability))
+            .await
+            .map_err(|e| CoreError::Internal(e.to_string()))?
+            .map_err(|e| CoreError::BootstrapFailed(e.to_string()))?;
+        let secrets = SecretBox::load_or_create(&dir)
+            .map_err(|e| CoreError::BootstrapFailed(e.to_string()))?;
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("storch-actors".into())
+            .spawn(move || {
+                let sys = actix::System::new();
+                sys.block_on(async {
+                    let _ = tx.send((actix::System::current(), actix::Arbiter::current()));
+                });
+                if let Err(e) = sys.run() {
+                    tracing::error!(error = %e, "actor system stopped with an error");
+                }
+            })
+            .map_err(|e| CoreError::Internal(format!("cannot start the actor thread: {e}")))?;
+        let (system, arbiter) = rx
+            .recv()
+            .map_err(|_| CoreError::Internal("the actor thread died".into()))?;
+
+        let shared = Arc::new(Shared {
+            opts,
+            log: Arc::new(log),
+            projection: Arc::new(Projection::default()),
+            secrets,
+            arbiter,
+            readiness: RwLock::new(Readiness::Replaying),
+            appender: RwLock::new(None),
+            backends: RwLock::new(HashMap::new()),
+            classes: RwLock::new(HashMap::new()),
+            volumes: Mutex::new(HashMap::new()),
+            admin: tokio::sync::Mutex::new(()),
+        });
+        let boot = tokio::spawn(boot(shared.clone()));
+        Ok(CoreRuntime {
+            shared,
+            system,
+            thread: Some(thread),
+            tasks: vec![boot],
+        })
+    }
+
+    pub fn core(&self) -> Core {
+        Core {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Stops accepting commands, lets in-flight work finish, stops the actors, writes a last
+    /// checkpoint and closes the log.
+    pub async fn shutdown(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        self.system.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        write(&self.shared.backends).clear();
+        write(&self.shared.classes).clear();
+        self.shared
+            .volumes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        if *read(&self.shared.readiness) == Readiness::Ready {
+            checkpoint(&self.shared).await;
+        }
+        let writer_started = write(&self.shared.appender).take().is_some();
+        if writer_started && let Err(e) = self.shared.log.shutdown().await {
+            tracing::error!(error = %e, "event log did not close cleanly");
+        }
+    }
+}
+
+/// Replays the log (from the newest checkpoint) into a state.
+fn replay(log: &EventLog) -> Result<State, LogError> {
+    let mut state = match log.latest_checkpoint()? {
+        Some((seq, bytes)) => match State::decode(&bytes) {
+            Ok(s) if s.head == seq => s,
+            Ok(_) | Err(_) => {
+                tracing::warn!(
+                    seq,
+                    "ignoring an unreadable checkpoint; replaying the whole log"
+                );
+                State::default()
+            }
+        },
+        None => State::default(),
+    };
+    for env in log.read_from(state.head + 1) {
+        let env = env?;
+        let event =
+            crate::events::decode(env.schema, &env.payload).map_err(|e| LogError::Corrupt {
+                seq: env.seq,
+                reason: e.to_string(),
+            })?;
+        state.apply(env.seq, &event);
+    }
+    Ok(state)
+}
+
+async fn boot(shared: Arc<Shared>) {
+    let log = shared.log.clone();
+    let started = std::time::Instant::now();
+    let state = match tokio::task::spawn_blocking(move || replay(&log)).await {
+        Ok(Ok(state)) => state,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "event log replay failed; refusing to start");
+            *write(&shared.readiness) = Readiness::Failed(format!(
+                "{e}; run `storch events verify --data-dir DIR` to inspect the log"
+            ));
+            return;
+        }
+        Err(e) => {
+            *write(&shared.readiness) = Readiness::Failed(format!("replay panicked: {e}"));
+            return;
+        }
+    };
+    tracing::info!(
+        head = state.head,
+        backends = state.backends.len(),
+        classes = state.classes.len(),
+        volumes = state.volumes.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "event log replayed"
+    );
+    let classes = state.classes.clone();
+    let backends = state.backends.clone();
+    let pending: Vec<String> = state
+        .volumes
+        .iter()
+        .filter(|(_, v)| v.state != VolumeState::Online)
+        .map(|(n, _)| n.clone())
+        .collect();
+    shared.projection.replace(state);
+    let appender = shared.log.start_writer(shared.projection.clone());
+    *write(&shared.appender) = Some(appender);
+
+    for (name, config) in classes {
+        match crate::model::CompiledClass::compile(config) {
+            Ok(c) => start_class(&shared, &name, Arc::new(c)),
+            Err(e) => {
+                tracing::error!(class = %name, error = %e, "recorded storage class no longer compiles")
+            }
+        }
+    }
+    for (name, rec) in backends {
+        let built = serde_json::from_str::<serde_json::Value>(&rec.config)
+            .map_err(|e| e.to_string())
+            .and_then(|mut doc| {
+                if let Some(sealed) = &rec.secrets {
+                    let secrets = shared.secrets.unseal(sealed).map_err(|e| e.to_string())?;
+                    crate::secrets::merge(&mut doc, &secrets);
+                }
+                crate::drivers::build_driver(&doc).map_err(|e| e.to_string())
+            });
+        match built {
+            Ok(b) => start_backend(
+                &shared,
+                &name,
+                Some(b.driver),
+                BackendState::Initializing,
+                None,
+            ),
+            Err(e) => {
+                tracing::error!(backend = %name, error = %e, "recorded backend config does not build");
+                start_backend(&shared, &name, None, BackendState::Failed(e), None);
+            }
+        }
+    }
+    super::class::rematch_all(&shared).await;
+    *write(&shared.readiness) = Readiness::Ready;
+    tracing::info!("storch core is ready");
+
+    for name in pending {
+        super::volume::activate(&shared, &name).do_send(super::volume::Reconcile);
+    }
+    let mut last = shared.projection.read(|s| s.head);
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let head = shared.projection.read(|s| s.head);
+        if head.saturating_sub(last) >= shared.opts.checkpoint_every {
+            checkpoint(&shared).await;
+            last = head;
+        }
+    }
+}
+
+async fn checkpoint(shared: &Shared) {
+    let (seq, bytes) = shared.projection.read(|s| (s.head, s.encode()));
+    if seq == 0 {
+        return;
+    }
+    match shared.log.save_checkpoint(seq, bytes).await {
+        Ok(()) => tracing::debug!(seq, "checkpoint written"),
+        Err(e) => tracing::warn!(seq, error = %e, "checkpoint failed"),
+    }
+}

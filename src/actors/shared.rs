@@ -1,0 +1,240 @@
+//! State shared by the actors and the `Core` handle: the projection, the runtime status of
+//! backends, the class index and the volume actor directory.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, RwLock};
+
+use actix::{Addr, ArbiterHandle};
+
+use super::backend::BackendActor;
+use super::class::StorageClassActor;
+use super::handle::{BackendState, CoreError, CoreOptions, Readiness};
+use super::volume::VolumeActor;
+use crate::events::Event;
+use crate::log::{Appender, EventLog, NewEvent};
+use crate::model::{PoolRef, Protocol};
+use crate::projections::Projection;
+use crate::secrets::SecretBox;
+
+/// What the rest of the core can see of one backend actor without messaging it.
+#[derive(Debug)]
+pub(crate) struct BackendStatus {
+    pub state: RwLock<BackendState>,
+    /// The driver (`None` when the recorded config no longer builds). Fixed for the life of
+    /// the actor: an update starts a new actor with a new status.
+    pub driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
+    /// Free bytes per pool, as last discovered and adjusted by creates/deletes.
+    pub free_bytes: RwLock<BTreeMap<String, u64>>,
+    /// Driver calls waiting for a concurrency permit.
+    pub queued: AtomicUsize,
+    /// Driver calls running.
+    pub in_flight: AtomicUsize,
+}
+
+impl BackendStatus {
+    pub fn new(
+        state: BackendState,
+        driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
+    ) -> BackendStatus {
+        BackendStatus {
+            state: RwLock::new(state),
+            driver,
+            free_bytes: RwLock::new(BTreeMap::new()),
+            queued: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn state(&self) -> BackendState {
+        read(&self.state).clone()
+    }
+
+    pub fn set_state(&self, state: BackendState) {
+        *write(&self.state) = state;
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct BackendSlot {
+    pub addr: Addr<BackendActor>,
+    pub status: Arc<BackendStatus>,
+}
+
+#[derive(Clone)]
+pub(crate) struct ClassSlot {
+    pub addr: Addr<StorageClassActor>,
+    /// Pools of online backends that match, as last computed by the class actor.
+    pub matched: Arc<BTreeSet<PoolRef>>,
+}
+
+pub(crate) struct Shared {
+    pub opts: CoreOptions,
+    pub log: Arc<EventLog>,
+    pub projection: Arc<Projection>,
+    pub secrets: SecretBox,
+    pub arbiter: ArbiterHandle,
+    pub readiness: RwLock<Readiness>,
+    /// Taken at shutdown so the log writer can finish.
+    pub appender: RwLock<Option<Appender>>,
+    pub backends: RwLock<HashMap<String, BackendSlot>>,
+    pub classes: RwLock<HashMap<String, ClassSlot>>,
+    pub volumes: Mutex<HashMap<String, Addr<VolumeActor>>>,
+    /// Serialises backend and storage-class commands (rare; volumes never take it).
+    pub admin: tokio::sync::Mutex<()>,
+}
+
+pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    pub fn ensure_ready(&self) -> Result<(), CoreError> {
+        match &*read(&self.readiness) {
+            Readiness::Ready => Ok(()),
+            Readiness::Replaying => Err(CoreError::NotReady),
+            Readiness::Failed(why) => Err(CoreError::BootstrapFailed(why.clone())),
+        }
+    }
+
+    /// Appends events as one atomic batch and waits until they are durable and applied.
+    pub async fn append(&self, request_id: &str, events: Vec<Event>) -> Result<u64, CoreError> {
+        let appender = read(&self.appender).clone().ok_or(CoreError::NotReady)?;
+        let batch = events
+            .iter()
+            .map(|e| NewEvent {
+                kind: e.kind().to_string(),
+                stream: e.stream(),
+                schema: crate::events::SCHEMA_VERSION,
+                payload: crate::events::encode(e),
+            })
+            .collect();
+        let seqs = appender.append(request_id, batch).await.map_err(|e| {
+            tracing::error!(error = %e, "event log append failed");
+            CoreError::Unavailable(format!("the event log refuses writes: {e}"))
+        })?;
+        Ok(seqs.last().copied().unwrap_or(0))
+    }
+
+    pub fn backend(&self, name: &str) -> Option<BackendSlot> {
+        read(&self.backends).get(name).cloned()
+    }
+
+    /// Classes each pool belongs to (sorted), for backend views.
+    pub fn classes_of_pools(&self) -> HashMap<PoolRef, Vec<String>> {
+        let mut out: HashMap<PoolRef, Vec<String>> = HashMap::new();
+        let classes = read(&self.classes);
+        let mut names: Vec<&String> = classes.keys().collect();
+        names.sort();
+        for name in names {
+            for pool in classes[name].matched.iter() {
+                out.entry(pool.clone()).or_default().push(name.clone());
+            }
+        }
+        out
+    }
+
+    /// The placement policy: candidate pools = class pools ∩ protocol ∩ backend online ∩
+    /// free capacity, shuffled with `seed`.
+    pub fn plan_placement(
+        &self,
+        class: &str,
+        protocol: Protocol,
+        size_bytes: u64,
+        seed: u64,
+    ) -> Result<Vec<PoolRef>, CoreError> {
+        let matched = match read(&self.classes).get(class) {
+            Some(slot) => slot.matched.clone(),
+            None => {
+                return Err(CoreError::Invalid(format!(
+                    "unknown storage class: {class}"
+                )));
+            }
+        };
+        let mut candidates = Vec::with_capacity(matched.len());
+        self.projection.read(|state| {
+            let backends = read(&self.backends);
+            for pool in matched.iter() {
+                let Some(rec) = state.backends.get(&pool.backend) else {
+                    continue;
+                };
+                if !rec.online || (protocol != Protocol::Any && rec.protocol != protocol) {
+                    continue;
+                }
+                let Some(slot) = backends.get(&pool.backend) else {
+                    continue;
+                };
+                if slot.status.state() != BackendState::Online {
+                    continue;
+                }
+                let free = read(&slot.status.free_bytes).get(&pool.pool).copied();
+                if free.is_some_and(|f| f < size_bytes) {
+                    continue;
+                }
+                candidates.push(pool.clone());
+            }
+        });
+        if candidates.is_empty() {
+            return Err(CoreError::Failed(format!(
+                "no available backends for storage class {class}"
+            )));
+        }
+        shuffle(&mut candidates, seed);
+        Ok(candidates)
+    }
+}
+
+/// Fisher–Yates with splitmix64: reproducible from the seed recorded in `PlacementPlanned`,
+/// whatever the version of the `rand` crate.
+pub(crate) fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut x = seed;
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..items.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_reproducible_permutation() {
+        let mut a: Vec<u32> = (0..50).collect();
+        let mut b = a.clone();
+        shuffle(&mut a, 42);
+        shuffle(&mut b, 42);
+        assert_eq!(a, b);
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
+        let mut c: Vec<u32> = (0..50).collect();
+        shuffle(&mut c, 43);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn shuffle_is_roughly_uniform() {
+        // Each of 4 items should land first about a quarter of the time.
+        let mut first = [0u32; 4];
+        for seed in 0..4000u64 {
+            let mut v = [0usize, 1, 2, 3];
+            shuffle(&mut v, seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+            first[v[0]] += 1;
+        }
+        for n in first {
+            assert!((800..1200).contains(&n), "{first:?}");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Events: past-tense facts, one enum per stream. Pure data (serde-free bincode types and
+//! `model`); no I/O, no sled, no actix, no drivers.
+//!
+//! Encoding: bincode 2 native (`config::standard()`), schema version [`SCHEMA_VERSION`].
+//! Older schema versions are upcast in [`decode`]; `migrations/` keeps a frozen log per version.
+
+use crate::model::{
+    AccessInfo, PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig,
+};
+
+/// The payload schema written by this build.
+pub const SCHEMA_VERSION: u16 = 1;
+
+/// Facts about one backend.
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+pub enum BackendEvent {
+    /// A backend was added. `config` is the config document with secrets removed (JSON);
+    /// `secrets` holds them sealed.
+    Added {
+        driver: String,
+        config: String,
+        secrets: Option<Sealed>,
+    },
+    /// The backend's config was replaced (and it is online again if it was offline).
+    Updated {
+        driver: String,
+        config: String,
+        secrets: Option<Sealed>,
+    },
+    /// The backend was renamed by an update; its volumes moved with it.
+    Renamed { to: String },
+    /// The driver reported pools that differ from the last recorded ones.
+    PoolsDiscovered {
+        protocol: Protocol,
+        pools: Vec<PoolInfo>,
+    },
+    /// Deleted by a user while it still had volumes: no new volumes land there.
+    Offlined,
+    /// Removed for good (deleted with no volumes, or its last volume went).
+    Purged,
+}
+
+/// Facts about one storage class.
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+pub enum StorageClassEvent {
+    Added { config: StorageClassConfig },
+    Deleted,
+}
+
+/// Facts about one volume.
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+pub enum VolumeEvent {
+    /// The intent: durable before any array is touched. `size_bytes` is the parsed `size`.
+    Requested {
+        config: VolumeConfig,
+        size_bytes: u64,
+    },
+    /// Candidate pools in the order they will be tried, and the shuffle seed.
+    PlacementPlanned {
+        candidates: Vec<PoolRef>,
+        seed: u64,
+    },
+    PlacementAttemptFailed {
+        pool: PoolRef,
+        error: String,
+    },
+    /// The volume exists on `pool`. `adopted` when found on the array during reconciliation
+    /// (or after a create that reported an error). Secrets of `access` are in `secrets`.
+    Created {
+        pool: PoolRef,
+        internal_name: String,
+        protocol: Protocol,
+        access: AccessInfo,
+        secrets: Option<Sealed>,
+        adopted: bool,
+    },
+    /// Every candidate failed; the name is free again.
+    CreationFailed {
+        errors: Vec<String>,
+    },
+    DeleteRequested,
+    DeleteFailed {
+        error: String,
+        attempt: u32,
+    },
+    Deleted,
+    /// A backend update found (or no longer found) the volume on the array.
+    OrphanedChanged {
+        orphaned: bool,
+    },
+}
+
+/// An event of any stream, with the stream's object name.
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+pub enum Event {
+    Backend {
+        name: String,
+        event: BackendEvent,
+    },
+    StorageClass {
+        name: String,
+        event: StorageClassEvent,
+    },
+    Volume {
+        name: String,
+        event: VolumeEvent,
+    },
+}
+
+impl Event {
+    pub fn backend(name: impl Into<String>, event: BackendEvent) -> Event {
+        Event::Backend {
+            name: name.into(),
+            event,
+        }
+    }
+
+    pub fn class(name: impl Into<String>, event: StorageClassEvent) -> Event {
+        Event::StorageClass {
+            name: name.into(),
+            event,
+        }
+    }
+
+    pub fn volume(name: impl Into<String>, event: VolumeEvent) -> Event {
+        Event::Volume {
+            name: name.into(),
+            event,
+        }
+    }
+
+    /// The event's type name, e.g. `VolumeCreated`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Backend { event, .. } => match event {
+                BackendEvent::Added { .. } => "BackendAdded",
+                BackendEvent::Updated { .. } => "BackendUpdated",
+                BackendEvent::Renamed { .. } => "BackendRenamed",
+                BackendEvent::PoolsDiscovered { .. } => "BackendPoolsDiscovered",
+                BackendEvent::Offlined => "BackendOfflined",
+                BackendEvent::Purged => "BackendPurged",
+            },
+            Event::StorageClass { event, .. } => match event {
+                StorageClassEvent::Added { .. } => "StorageClassAdded",
+                StorageClassEvent::Deleted => "StorageClassDeleted",
+            },
+            Event::Volume { event, .. } => match event {
+                VolumeEvent::Requested { .. } => "VolumeRequested",
+                VolumeEvent::PlacementPlanned { .. } => "PlacementPlanned",
+                VolumeEvent::PlacementAttemptFailed { .. } => "PlacementAttemptFailed",
+                VolumeEvent::Created { .. } => "VolumeCreated",
+                VolumeEvent::CreationFailed { .. } => "VolumeCreationFailed",
+                VolumeEvent::DeleteRequested => "VolumeDeleteRequested",
+                VolumeEvent::DeleteFailed { .. } => "VolumeDeleteFailed",
+                VolumeEvent::Deleted => "VolumeDeleted",
+                VolumeEvent::OrphanedChanged { .. } => "VolumeOrphanedChanged",
+            },
+        }
+    }
+
+    /// The stream id: `backend/NAME`, `storageclass/NAME`, `volume/NAME`.
+    pub fn stream(&self) -> String {
+        match self {
+            Event::Backend { name, .. } => format!("backend/{name}"),
+            Event::StorageClass { name, .. } => format!("storageclass/{name}"),
+            Event::Volume { name, .. } => format!("volume/{name}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("unknown event schema version {0}")]
+    UnknownSchema(u16),
+    #[error("undecodable event payload: {0}")]
+    Payload(String),
+}
+
+/// Encodes an event with the current schema.
+pub fn encode(event: &Event) -> Vec<u8> {
+    bincode::encode_to_vec(event, bincode::config::standard())
+        .expect("encoding to a Vec cannot fail")
+}
+
+/// Decodes a payload written with schema `schema`, upcasting older schemas.
+pub fn decode(schema: u16, payload: &[u8]) -> Result<Event, DecodeError> {
+    match schema {
+        SCHEMA_VERSION => {
+            let (event, used) = bincode::decode_from_slice(payload, bincode::config::standard())
+                .map_err(|e| DecodeError::Payload(e.to_string()))?;
+            if used != payload.len() {
+                return Err(DecodeError::Payload(format!(
+                    "{} trailing bytes",
+                    payload.len() - used
+                )));
+            }
+            Ok(event)
+        }
+        other => Err(DecodeError::UnknownSchema(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let ev = Event::volume(
+            "v1",
+            VolumeEvent::PlacementPlanned {
+                candidates: vec![PoolRef::new("b", "p")],
+                seed: 7,
+            },
+        );
+        let bytes = encode(&ev);
+        assert_eq!(decode(SCHEMA_VERSION, &bytes).unwrap(), ev);
+        assert_eq!(ev.kind(), "PlacementPlanned");
+        assert_eq!(ev.stream(), "volume/v1");
+        assert!(decode(99, &bytes).is_err());
+        assert!(decode(SCHEMA_VERSION, &bytes[..bytes.len() - 1]).is_err());
+    }
+}

@@ -1,0 +1,553 @@
+//! The sled side of the log: opening, the format check, the tail check, the checked reader,
+//! checkpoints and truncation.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use sha2::{Digest, Sha256};
+
+use super::codec;
+use super::{Durability, Envelope, GENESIS_HASH, LogError};
+
+/// Version of the log as a whole (tree layout, key encoding, frame formats it may contain).
+pub(crate) const LOG_FORMAT: u32 = 1;
+
+const TREE_EVENTS: &str = "events";
+pub(crate) const TREE_META: &str = "meta";
+const TREE_CHECKPOINTS: &str = "checkpoints";
+
+pub(crate) const META_FORMAT: &[u8] = b"format";
+const META_INSTANCE: &[u8] = b"instance_id";
+const META_CREATED: &[u8] = b"created_ms";
+
+const CHECKPOINT_MAGIC: u8 = 0xC7;
+const CHECKPOINT_FORMAT: u8 = 1;
+/// How many checkpoints survive a prune (the new one and its predecessor).
+pub(crate) const CHECKPOINTS_KEPT: usize = 2;
+
+/// What the writer needs to know about the end of the chain.
+#[derive(Debug, Clone)]
+pub(crate) struct HeadState {
+    pub seq: u64,
+    pub hash: [u8; 32],
+    pub time_ms: u64,
+    /// Set when the last stored record does not decode or check: appends are refused.
+    pub tail_error: Option<(u64, String)>,
+}
+
+/// Shared by the `EventLog`, the writer task and every `Appender`.
+pub(crate) struct Inner {
+    pub db: sled::Db,
+    pub events: sled::Tree,
+    pub checkpoints: sled::Tree,
+    pub durability: Durability,
+    pub path: PathBuf,
+    pub instance_id: uuid::Uuid,
+    head: Mutex<HeadState>,
+    poison: OnceLock<String>,
+    /// Test failpoint: the next commit fails after its write, as a failed flush would.
+    pub fail_next_commit: AtomicBool,
+}
+
+impl Inner {
+    pub fn head(&self) -> MutexGuard<'_, HeadState> {
+        self.head.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poison.get().map(String::as_str)
+    }
+
+    /// Marks the log poisoned (first reason wins) and returns the reason in force.
+    pub fn poison(&self, reason: String) -> String {
+        let _ = self.poison.set(reason);
+        self.poison.get().cloned().unwrap_or_default()
+    }
+
+    pub fn poisoned_error(&self) -> Option<LogError> {
+        self.poisoned().map(|r| LogError::Poisoned(r.to_string()))
+    }
+
+    /// Flushes everything written so far, unless the log is in memory.
+    pub async fn flush(&self) -> Result<(), LogError> {
+        if let Some(e) = self.poisoned_error() {
+            return Err(e);
+        }
+        if self.durability == Durability::Memory {
+            return Ok(());
+        }
+        match self.db.flush_async().await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let reason = self.poison(format!("flush failed: {e}"));
+                tracing::error!(error = %e, "event log flush failed; the log is now poisoned");
+                Err(LogError::Poisoned(reason))
+            }
+        }
+    }
+
+    /// Re-reads the end of the chain from disk.
+    pub fn refresh_head(&self) -> Result<(), LogError> {
+        let state = read_head(&self.events)?;
+        *self.head() = state;
+        Ok(())
+    }
+}
+
+pub(crate) fn storage(context: &str, e: impl std::fmt::Display) -> LogError {
+    LogError::Storage(format!("{context}: {e}"))
+}
+
+pub(crate) fn key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+fn key_seq(key: &[u8]) -> Option<u64> {
+    <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// sled reports a held lock as an `Io` error of kind `Other` whose message starts with
+/// "could not acquire lock" (sled 0.34 `Config::try_lock`); that is the only signal it gives.
+fn is_lock_error(e: &sled::Error) -> bool {
+    match e {
+        sled::Error::Io(io) => {
+            io.kind() == ErrorKind::WouldBlock
+                || (io.kind() == ErrorKind::Other
+                    && io.to_string().starts_with("could not acquire lock"))
+        }
+        _ => false,
+    }
+}
+
+/// How long `open` waits for a lock that is about to be released.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError> {
+    let config = match durability {
+        Durability::Memory => sled::Config::new().temporary(true),
+        Durability::Flush | Durability::Write => sled::Config::new().path(dir),
+    };
+    // sled releases its file lock from its flusher thread a little after the last handle is
+    // dropped, so a log closed a moment ago (a restart in the same process, a previous owner
+    // exiting) can still look held: wait a bounded time before calling it locked.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let db = loop {
+        match config.open() {
+            Ok(db) => break db,
+            Err(e) if is_lock_error(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) if is_lock_error(&e) => {
+                return Err(LogError::Locked {
+                    path: dir.display().to_string(),
+                });
+            }
+            Err(e) => {
+                return Err(storage(
+                    &format!("opening the event log in {}", dir.display()),
+                    e,
+                ));
+            }
+        }
+    };
+    let tree = |name: &str| {
+        db.open_tree(name)
+            .map_err(|e| storage(&format!("opening tree {name}"), e))
+    };
+    let events = tree(TREE_EVENTS)?;
+    let meta = tree(TREE_META)?;
+    let checkpoints = tree(TREE_CHECKPOINTS)?;
+
+    let instance_id = check_or_init_meta(dir, &events, &meta, &checkpoints)?;
+    let head = read_head(&events)?;
+    if let Some((seq, reason)) = &head.tail_error {
+        tracing::error!(seq, %reason, path = %dir.display(), "event log tail is corrupt");
+    }
+    Ok(Inner {
+        db,
+        events,
+        checkpoints,
+        durability,
+        path: dir.to_path_buf(),
+        instance_id,
+        head: Mutex::new(head),
+        poison: OnceLock::new(),
+        fail_next_commit: AtomicBool::new(false),
+    })
+}
+
+/// Refuses logs of an unknown format; writes the meta record of a new log. The meta record
+/// is not flushed here: sled's log is ordered, so the first durable append carries it.
+fn check_or_init_meta(
+    dir: &Path,
+    events: &sled::Tree,
+    meta: &sled::Tree,
+    checkpoints: &sled::Tree,
+) -> Result<uuid::Uuid, LogError> {
+    let read = |k: &[u8]| meta.get(k).map_err(|e| storage("reading log metadata", e));
+    match read(META_FORMAT)? {
+        Some(v) => {
+            let format = <[u8; 4]>::try_from(v.as_ref())
+                .map(u32::from_be_bytes)
+                .map_err(|_| {
+                    LogError::Storage(format!(
+                        "the event log in {} has an unreadable format version ({} bytes); \
+                         refusing to open it",
+                        dir.display(),
+                        v.len()
+                    ))
+                })?;
+            if format != LOG_FORMAT {
+                return Err(LogError::Storage(format!(
+                    "the event log in {} has format version {format}, but this build of storch \
+                     only reads format {LOG_FORMAT}; refusing to open it",
+                    dir.display()
+                )));
+            }
+            let id = read(META_INSTANCE)?
+                .and_then(|v| uuid::Uuid::from_slice(&v).ok())
+                .ok_or_else(|| {
+                    LogError::Storage(format!(
+                        "the event log in {} has no readable instance id",
+                        dir.display()
+                    ))
+                })?;
+            Ok(id)
+        }
+        None => {
+            if !events.is_empty() || !checkpoints.is_empty() {
+                return Err(LogError::Storage(format!(
+                    "the event log in {} holds data but no format version; refusing to open it",
+                    dir.display()
+                )));
+            }
+            let id = uuid::Uuid::new_v4();
+            let write = |k: &[u8], v: &[u8]| {
+                meta.insert(k, v)
+                    .map(|_| ())
+                    .map_err(|e| storage("writing log metadata", e))
+            };
+            write(META_INSTANCE, id.as_bytes())?;
+            write(META_CREATED, &now_ms().to_be_bytes())?;
+            // The format goes last: a log with a format version has the rest.
+            write(META_FORMAT, &LOG_FORMAT.to_be_bytes())?;
+            Ok(id)
+        }
+    }
+}
+
+/// Reads and checks the last record (decodes, sequence matches its key, hash recomputes).
+/// A bad tail is not an error here: it is recorded so that appends are refused while reads,
+/// `verify` and `truncate_after` still work.
+pub(crate) fn read_head(events: &sled::Tree) -> Result<HeadState, LogError> {
+    let Some((k, v)) = events
+        .last()
+        .map_err(|e| storage("reading the log head", e))?
+    else {
+        return Ok(HeadState {
+            seq: 0,
+            hash: GENESIS_HASH,
+            time_ms: 0,
+            tail_error: None,
+        });
+    };
+    let Some(seq) = key_seq(&k) else {
+        return Ok(HeadState {
+            seq: 0,
+            hash: GENESIS_HASH,
+            time_ms: 0,
+            tail_error: Some((0, format!("malformed key of {} bytes", k.len()))),
+        });
+    };
+    let bad = |reason: String| HeadState {
+        seq,
+        hash: GENESIS_HASH,
+        time_ms: 0,
+        tail_error: Some((seq, reason)),
+    };
+    let d = match codec::decode(&v) {
+        Ok(d) => d,
+        Err(reason) => return Ok(bad(reason)),
+    };
+    if let Err(reason) = check_self(seq, &d) {
+        return Ok(bad(reason));
+    }
+    Ok(HeadState {
+        seq,
+        hash: d.env.hash,
+        time_ms: d.env.time_ms,
+        tail_error: None,
+    })
+}
+
+/// Checks a decoded record on its own: the sequence it claims and its hash.
+fn check_self(key_seq: u64, d: &codec::Decoded) -> Result<(), String> {
+    if d.env.seq != key_seq {
+        return Err(format!(
+            "record stored under sequence {key_seq} claims sequence {}",
+            d.env.seq
+        ));
+    }
+    if d.env.compute_hash(&d.prev_hash) != d.env.hash {
+        return Err("hash does not match the record's contents".to_string());
+    }
+    Ok(())
+}
+
+/// The checked reader behind `EventLog::read_from`.
+pub(crate) struct ReadIter {
+    iter: sled::Iter,
+    expected: u64,
+    prev_hash: [u8; 32],
+    pending: Option<LogError>,
+    done: bool,
+}
+
+impl ReadIter {
+    pub fn new(events: &sled::Tree, from_seq: u64) -> ReadIter {
+        let from_seq = from_seq.max(1);
+        let mut it = ReadIter {
+            iter: events.range(key(from_seq)..),
+            expected: from_seq,
+            prev_hash: GENESIS_HASH,
+            pending: None,
+            done: false,
+        };
+        if from_seq > 1 {
+            match previous_hash(events, from_seq - 1) {
+                Ok(Some(hash)) => it.prev_hash = hash,
+                // Reading past the head: nothing before, nothing after.
+                Ok(None) => it.done = true,
+                Err(e) => it.pending = Some(e),
+            }
+        }
+        it
+    }
+
+    fn check(&self, item: sled::Result<(sled::IVec, sled::IVec)>) -> Result<Envelope, LogError> {
+        let (k, v) = item.map_err(|e| storage("reading the event log", e))?;
+        let corrupt = |seq, reason: String| LogError::Corrupt { seq, reason };
+        let Some(seq) = key_seq(&k) else {
+            return Err(corrupt(
+                self.expected,
+                format!(
+                    "malformed key of {} bytes after sequence {}",
+                    k.len(),
+                    self.expected - 1
+                ),
+            ));
+        };
+        if seq != self.expected {
+            return Err(corrupt(
+                self.expected,
+                format!("record missing (the next stored record is sequence {seq})"),
+            ));
+        }
+        let d = codec::decode(&v).map_err(|r| corrupt(seq, r))?;
+        check_self(seq, &d).map_err(|r| corrupt(seq, r))?;
+        if d.prev_hash != self.prev_hash {
+            return Err(corrupt(
+                seq,
+                format!(
+                    "chain broken: the record does not link to the hash of sequence {}",
+                    seq - 1
+                ),
+            ));
+        }
+        Ok(d.env)
+    }
+}
+
+/// The stored hash of record `seq` (checked on its own), `None` when neither it nor anything
+/// after it exists.
+fn previous_hash(events: &sled::Tree, seq: u64) -> Result<Option<[u8; 32]>, LogError> {
+    let corrupt = |reason: String| LogError::Corrupt { seq, reason };
+    match events
+        .get(key(seq))
+        .map_err(|e| storage("reading the event log", e))?
+    {
+        Some(v) => {
+            let d = codec::decode(&v).map_err(corrupt)?;
+            check_self(seq, &d).map_err(corrupt)?;
+            Ok(Some(d.env.hash))
+        }
+        None => {
+            let later = events
+                .get_gt(key(seq))
+                .map_err(|e| storage("reading the event log", e))?;
+            match later.and_then(|(k, _)| key_seq(&k)) {
+                Some(next) => Err(corrupt(format!(
+                    "record missing (the next stored record is sequence {next})"
+                ))),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+impl Iterator for ReadIter {
+    type Item = Result<Envelope, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if let Some(e) = self.pending.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let item = self.iter.next()?;
+        match self.check(item) {
+            Ok(env) => {
+                self.expected = env.seq + 1;
+                self.prev_hash = env.hash;
+                Some(Ok(env))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The highest stored sequence (whatever its state), 0 when empty.
+pub(crate) fn last_key(events: &sled::Tree) -> u64 {
+    events
+        .last()
+        .ok()
+        .flatten()
+        .and_then(|(k, _)| key_seq(&k))
+        .unwrap_or(0)
+}
+
+fn checkpoint_frame(snapshot: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + 32 + snapshot.len());
+    out.push(CHECKPOINT_MAGIC);
+    out.push(CHECKPOINT_FORMAT);
+    out.extend_from_slice(&Sha256::digest(snapshot));
+    out.extend_from_slice(snapshot);
+    out
+}
+
+fn checkpoint_unframe(frame: &[u8]) -> Result<Vec<u8>, String> {
+    if frame.len() < 34 {
+        return Err(format!("checkpoint truncated ({} bytes)", frame.len()));
+    }
+    if frame[0] != CHECKPOINT_MAGIC || frame[1] != CHECKPOINT_FORMAT {
+        return Err(format!(
+            "unknown checkpoint format (magic {:#04x}, format {})",
+            frame[0], frame[1]
+        ));
+    }
+    let body = &frame[34..];
+    if Sha256::digest(body).as_slice() != &frame[2..34] {
+        return Err("checkpoint checksum mismatch".to_string());
+    }
+    Ok(body.to_vec())
+}
+
+pub(crate) async fn save_checkpoint(
+    inner: &Inner,
+    seq: u64,
+    snapshot: &[u8],
+) -> Result<(), LogError> {
+    if let Some(e) = inner.poisoned_error() {
+        return Err(e);
+    }
+    let head = inner.head().seq;
+    if seq > head {
+        return Err(LogError::Storage(format!(
+            "refusing a checkpoint at sequence {seq}: the log head is {head}"
+        )));
+    }
+    inner
+        .checkpoints
+        .insert(key(seq), checkpoint_frame(snapshot))
+        .map_err(|e| storage("writing a checkpoint", e))?;
+    inner.flush().await?;
+    // The new checkpoint is durable: drop all but the newest few.
+    let keys: Vec<sled::IVec> = inner
+        .checkpoints
+        .iter()
+        .keys()
+        .rev()
+        .skip(CHECKPOINTS_KEPT)
+        .collect::<Result<_, _>>()
+        .map_err(|e| storage("listing checkpoints", e))?;
+    for k in keys {
+        inner
+            .checkpoints
+            .remove(k)
+            .map_err(|e| storage("pruning checkpoints", e))?;
+    }
+    Ok(())
+}
+
+/// The newest checkpoint that checks out. A damaged one is skipped with a warning (the log,
+/// not the checkpoint, is the truth: an older checkpoint only means a longer replay).
+pub(crate) fn latest_checkpoint(inner: &Inner) -> Result<Option<(u64, Vec<u8>)>, LogError> {
+    for item in inner.checkpoints.iter().rev() {
+        let (k, v) = item.map_err(|e| storage("reading checkpoints", e))?;
+        let Some(seq) = key_seq(&k) else {
+            tracing::warn!(
+                key_len = k.len(),
+                "skipping a checkpoint with a malformed key"
+            );
+            continue;
+        };
+        match checkpoint_unframe(&v) {
+            Ok(snapshot) => return Ok(Some((seq, snapshot))),
+            Err(reason) => {
+                tracing::warn!(seq, %reason, "skipping a damaged checkpoint");
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Removes every event after `seq` and every checkpoint after it (not yet durably: flush
+/// afterwards) and re-reads the head. Returns how many events were removed.
+pub(crate) fn remove_after(inner: &Inner, seq: u64) -> Result<u64, LogError> {
+    if let Some(e) = inner.poisoned_error() {
+        return Err(e);
+    }
+    let Some(from) = seq.checked_add(1) else {
+        return Ok(0);
+    };
+    let mut removed = 0u64;
+    let mut batch = sled::Batch::default();
+    for k in inner.events.range(key(from)..).keys() {
+        batch.remove(k.map_err(|e| storage("listing events to truncate", e))?);
+        removed += 1;
+    }
+    inner
+        .events
+        .apply_batch(batch)
+        .map_err(|e| storage("truncating the event log", e))?;
+    let mut batch = sled::Batch::default();
+    for k in inner.checkpoints.range(key(from)..).keys() {
+        batch.remove(k.map_err(|e| storage("listing checkpoints to truncate", e))?);
+    }
+    inner
+        .checkpoints
+        .apply_batch(batch)
+        .map_err(|e| storage("truncating checkpoints", e))?;
+    inner.refresh_head()?;
+    tracing::warn!(
+        after = seq,
+        removed,
+        path = %inner.path.display(),
+        "event log truncated by operator request"
+    );
+    Ok(removed)
+}

@@ -1,0 +1,675 @@
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicUsize;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn ev(kind: &str, stream: &str, payload: &[u8]) -> NewEvent {
+    NewEvent {
+        kind: kind.to_string(),
+        stream: stream.to_string(),
+        schema: 1,
+        payload: payload.to_vec(),
+    }
+}
+
+/// Records every committed envelope and counts batches.
+#[derive(Default)]
+struct RecordingSink {
+    envelopes: Mutex<Vec<Envelope>>,
+    batches: AtomicUsize,
+}
+
+impl CommitSink for RecordingSink {
+    fn committed(&self, batch: &[Envelope]) {
+        assert!(!batch.is_empty(), "the sink got an empty batch");
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        self.envelopes.lock().unwrap().extend_from_slice(batch);
+    }
+}
+
+impl RecordingSink {
+    fn seqs(&self) -> Vec<u64> {
+        self.envelopes
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect()
+    }
+}
+
+struct NullSink;
+
+impl CommitSink for NullSink {
+    fn committed(&self, _: &[Envelope]) {}
+}
+
+fn read_all(log: &EventLog, from: u64) -> Vec<Envelope> {
+    log.read_from(from).collect::<Result<_, _>>().unwrap()
+}
+
+fn assert_corrupt_at(log: &EventLog, seq: u64, reason_part: &str) {
+    let report = log.verify();
+    let (bad, reason) = report.first_bad.clone().expect("verify found nothing");
+    assert_eq!(bad, seq, "reason: {reason}");
+    assert!(
+        reason.contains(reason_part),
+        "reason {reason:?} lacks {reason_part:?}"
+    );
+    assert_eq!(report.events, seq - 1);
+}
+
+/// A log in a fresh directory holding `n` events (one append each), writer stopped.
+async fn filled(n: u64) -> (tempfile::TempDir, EventLog) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let appender = log.start_writer(Arc::new(NullSink));
+    for i in 1..=n {
+        let seqs = appender
+            .append(
+                &format!("req-{i}"),
+                vec![ev("Thing", "thing/1", format!("payload {i}").as_bytes())],
+            )
+            .await
+            .unwrap();
+        assert_eq!(seqs, vec![i]);
+    }
+    drop(appender);
+    log.shutdown().await.unwrap();
+    (dir, log)
+}
+
+#[tokio::test]
+async fn append_and_read_round_trip() {
+    for durability in [Durability::Flush, Durability::Write, Durability::Memory] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), durability).unwrap();
+        assert_eq!(log.head(), (0, GENESIS_HASH));
+        assert!(read_all(&log, 1).is_empty());
+        let sink = Arc::new(RecordingSink::default());
+        let appender = log.start_writer(sink.clone());
+
+        let first = vec![
+            ev("VolumeRequested", "volume/a", b"one"),
+            ev("PlacementPlanned", "volume/a", b""),
+            ev("VolumeCreated", "volume/a", &[0, 1, 2, 255]),
+        ];
+        assert_eq!(
+            appender.append("req-a", first.clone()).await.unwrap(),
+            vec![1, 2, 3]
+        );
+        let second = vec![NewEvent {
+            kind: "BackendAdded".into(),
+            stream: "backend/ü".into(),
+            schema: 7,
+            payload: vec![9; 1000],
+        }];
+        assert_eq!(
+            appender.append("config", second.clone()).await.unwrap(),
+            vec![4]
+        );
+        assert!(appender.append("nothing", vec![]).await.unwrap().is_empty());
+
+        let all = read_all(&log, 1);
+        assert_eq!(all.len(), 4);
+        assert_eq!(*sink.envelopes.lock().unwrap(), all);
+        assert_eq!(sink.batches.load(Ordering::SeqCst), 2);
+        let mut prev = GENESIS_HASH;
+        let mut ids = HashSet::new();
+        for (env, (req, new)) in all.iter().zip(
+            std::iter::repeat_n("req-a", 3)
+                .chain(["config"])
+                .zip(first.iter().chain(&second)),
+        ) {
+            assert_eq!(env.request_id, req);
+            assert_eq!(env.kind, new.kind);
+            assert_eq!(env.stream, new.stream);
+            assert_eq!(env.schema, new.schema);
+            assert_eq!(env.payload, new.payload);
+            assert_eq!(env.id.get_version_num(), 7);
+            assert!(ids.insert(env.id));
+            assert_eq!(env.compute_hash(&prev), env.hash);
+            prev = env.hash;
+        }
+        // One commit time per batch, never going backwards.
+        assert!(all[..3].iter().all(|e| e.time_ms == all[0].time_ms));
+        assert!(all[3].time_ms >= all[0].time_ms);
+        assert_eq!(log.head(), (4, all[3].hash));
+
+        assert_eq!(read_all(&log, 0), all);
+        assert_eq!(read_all(&log, 3), all[2..]);
+        assert_eq!(read_all(&log, 4), all[3..]);
+        assert!(read_all(&log, 5).is_empty());
+        assert!(read_all(&log, 99).is_empty());
+        assert_eq!(
+            log.verify(),
+            VerifyReport {
+                events: 4,
+                head_seq: 4,
+                first_bad: None
+            }
+        );
+        drop(appender);
+        log.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appenders_share_flushes_and_keep_a_gap_free_chain() {
+    const TASKS: usize = 64;
+    const APPENDS: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let sink = Arc::new(RecordingSink::default());
+    let appender = log.start_writer(sink.clone());
+
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let appender = appender.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for j in 0..APPENDS {
+                // 1 to 3 events per call: each call's events must stay contiguous.
+                let events: Vec<NewEvent> = (0..(j % 3) + 1)
+                    .map(|k| {
+                        ev(
+                            "Tick",
+                            &format!("task/{t}"),
+                            format!("{t}:{j}:{k}").as_bytes(),
+                        )
+                    })
+                    .collect();
+                let seqs = appender
+                    .append(&format!("req-{t}-{j}"), events)
+                    .await
+                    .unwrap();
+                got.push((t, j, seqs));
+            }
+            got
+        }));
+    }
+    let mut results = Vec::new();
+    for task in tasks {
+        results.extend(task.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    drop(appender);
+    log.shutdown().await.unwrap();
+
+    let total: usize = results.iter().map(|(_, _, s)| s.len()).sum();
+    let all = read_all(&log, 1);
+    assert_eq!(all.len(), total);
+    assert_eq!(log.head().0, total as u64);
+
+    // Every caller's sequences are contiguous and hold exactly its events.
+    let mut seen = HashSet::new();
+    for (t, j, seqs) in &results {
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+        for (k, seq) in seqs.iter().enumerate() {
+            assert!(seen.insert(*seq));
+            let env = &all[*seq as usize - 1];
+            assert_eq!(env.seq, *seq);
+            assert_eq!(env.payload, format!("{t}:{j}:{k}").as_bytes());
+            assert_eq!(env.request_id, format!("req-{t}-{j}"));
+        }
+    }
+    // The sink saw every event exactly once, in order.
+    assert_eq!(sink.seqs(), (1..=total as u64).collect::<Vec<_>>());
+    assert_eq!(log.verify().first_bad, None);
+
+    let appends = TASKS * APPENDS;
+    let batches = sink.batches.load(Ordering::SeqCst);
+    eprintln!(
+        "group commit: {appends} appends ({total} events) in {batches} batches / flushes, \
+         {elapsed:?}, ~{:.0} appends/s, ~{:.0} events/s",
+        appends as f64 / elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64(),
+    );
+    assert!(
+        batches * 4 <= appends,
+        "{batches} batches for {appends} appends: group commit is not grouping"
+    );
+}
+
+#[tokio::test]
+async fn reopen_continues_the_chain() {
+    let (dir, log) = filled(10).await;
+    let head = log.head();
+    let id = log.instance_id();
+    let last_time = read_all(&log, 10)[0].time_ms;
+    drop(log);
+
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    assert_eq!(log.head(), head);
+    assert_eq!(log.instance_id(), id);
+    let appender = log.start_writer(Arc::new(NullSink));
+    assert_eq!(
+        appender
+            .append("after", vec![ev("Later", "x", b"y")])
+            .await
+            .unwrap(),
+        vec![11]
+    );
+    drop(appender);
+    log.shutdown().await.unwrap();
+    let eleventh = &read_all(&log, 11)[0];
+    assert!(eleventh.time_ms >= last_time);
+    assert_eq!(
+        log.verify(),
+        VerifyReport {
+            events: 11,
+            head_seq: 11,
+            first_bad: None
+        }
+    );
+}
+
+#[tokio::test]
+async fn second_open_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    match EventLog::open(dir.path(), Durability::Flush) {
+        Err(LogError::Locked { path }) => assert_eq!(path, dir.path().display().to_string()),
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second open of the same directory succeeded"),
+    }
+    drop(log);
+    EventLog::open(dir.path(), Durability::Flush).unwrap();
+}
+
+#[tokio::test]
+async fn an_unknown_format_version_is_refused() {
+    let (dir, log) = filled(2).await;
+    let meta = log.inner.db.open_tree(store::TREE_META).unwrap();
+    meta.insert(store::META_FORMAT, &99u32.to_be_bytes())
+        .unwrap();
+    log.shutdown().await.unwrap();
+    drop((meta, log));
+    match EventLog::open(dir.path(), Durability::Flush) {
+        Err(LogError::Storage(msg)) => {
+            assert!(msg.contains("format version 99"), "{msg}");
+            assert!(msg.contains("refusing"), "{msg}");
+        }
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("opened a log of an unknown format"),
+    }
+}
+
+/// Re-encodes record `seq` after `edit`, recomputing its hash over the stored previous hash
+/// (as a tamperer who knows the format would).
+fn rewrite(log: &EventLog, seq: u64, edit: impl FnOnce(&mut Envelope, &mut [u8; 32])) {
+    log.corrupt_for_tests(seq, |raw| {
+        let codec::Decoded {
+            mut env,
+            mut prev_hash,
+        } = codec::decode(raw).unwrap();
+        edit(&mut env, &mut prev_hash);
+        env.hash = env.compute_hash(&prev_hash);
+        *raw = codec::encode(&env, &prev_hash);
+    });
+}
+
+#[tokio::test]
+async fn verify_reports_the_first_bad_sequence() {
+    // A flipped byte in a payload.
+    let (_d, log) = filled(10).await;
+    log.corrupt_for_tests(5, |raw| {
+        let i = raw.len() - 33; // the payload's last byte
+        raw[i] ^= 0x01;
+    });
+    assert_corrupt_at(&log, 5, "hash does not match");
+
+    // A wrong stored hash.
+    let (_d, log) = filled(10).await;
+    log.corrupt_for_tests(6, |raw| *raw.last_mut().unwrap() ^= 0x80);
+    assert_corrupt_at(&log, 6, "hash does not match");
+
+    // A broken link: a self-consistent record chained to something else.
+    let (_d, log) = filled(10).await;
+    rewrite(&log, 7, |_, prev| *prev = [9; 32]);
+    assert_corrupt_at(&log, 7, "chain broken");
+
+    // An edited record whose own hash was recomputed: the next one no longer links.
+    let (_d, log) = filled(10).await;
+    rewrite(&log, 4, |env, _| env.payload = b"forged".to_vec());
+    assert_corrupt_at(&log, 5, "chain broken");
+
+    // A sequence gap (a deleted middle record).
+    let (_d, log) = filled(10).await;
+    log.put_raw_for_tests(3, None);
+    assert_corrupt_at(&log, 3, "missing");
+    assert_eq!(log.verify().head_seq, 10);
+
+    // A truncated middle record.
+    let (_d, log) = filled(10).await;
+    log.corrupt_for_tests(8, |raw| raw.truncate(raw.len() - 10));
+    assert_corrupt_at(&log, 8, "truncated");
+
+    // A duplicated record.
+    let (_d, log) = filled(10).await;
+    let five = log.raw_for_tests(5).unwrap();
+    log.put_raw_for_tests(6, Some(five));
+    assert_corrupt_at(&log, 6, "claims sequence 5");
+
+    // An unknown envelope format.
+    let (_d, log) = filled(10).await;
+    log.corrupt_for_tests(2, |raw| raw[1] = 2);
+    assert_corrupt_at(&log, 2, "unknown envelope format 2");
+
+    // A zero-filled tail record.
+    let (_d, log) = filled(10).await;
+    log.corrupt_for_tests(10, |raw| raw.iter_mut().for_each(|b| *b = 0));
+    assert_corrupt_at(&log, 10, "not an envelope");
+
+    // A stray record after a gap at the end.
+    let (_d, log) = filled(10).await;
+    let ten = log.raw_for_tests(10).unwrap();
+    log.put_raw_for_tests(12, Some(ten));
+    assert_corrupt_at(&log, 11, "missing");
+    assert_eq!(log.verify().head_seq, 12);
+}
+
+#[tokio::test]
+async fn a_tail_truncated_at_every_byte_is_detected() {
+    let (_d, log) = filled(10).await;
+    let original = log.raw_for_tests(10).unwrap();
+    for cut in 0..original.len() {
+        log.put_raw_for_tests(10, Some(original[..cut].to_vec()));
+        assert_corrupt_at(&log, 10, "");
+        assert!(matches!(
+            log.check_tail(),
+            Err(LogError::Corrupt { seq: 10, .. })
+        ));
+    }
+    log.put_raw_for_tests(10, Some(original));
+    assert_eq!(log.verify().first_bad, None);
+    log.check_tail().unwrap();
+}
+
+#[tokio::test]
+async fn read_from_stops_at_the_first_bad_record() {
+    let (_d, log) = filled(10).await;
+    log.corrupt_for_tests(5, |raw| raw[40] ^= 0xff);
+
+    let items: Vec<_> = log.read_from(1).collect();
+    assert_eq!(items.len(), 5);
+    for (i, item) in items[..4].iter().enumerate() {
+        assert_eq!(item.as_ref().unwrap().seq, i as u64 + 1);
+    }
+    assert!(matches!(items[4], Err(LogError::Corrupt { seq: 5, .. })));
+
+    let items: Vec<_> = log.read_from(3).collect();
+    assert_eq!(items.len(), 3);
+    assert!(matches!(items[2], Err(LogError::Corrupt { seq: 5, .. })));
+
+    // Starting right after the bad record: its hash is needed to link, so it is reported.
+    let items: Vec<_> = log.read_from(6).collect();
+    assert_eq!(items.len(), 1);
+    assert!(matches!(items[0], Err(LogError::Corrupt { seq: 5, .. })));
+
+    // Past it, the chain checks out again.
+    let seqs: Vec<u64> = read_all(&log, 7).iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![7, 8, 9, 10]);
+
+    // A deleted record before the start point is a gap too.
+    log.put_raw_for_tests(8, None);
+    let items: Vec<_> = log.read_from(9).collect();
+    assert_eq!(items.len(), 1);
+    assert!(matches!(items[0], Err(LogError::Corrupt { seq: 8, .. })));
+}
+
+#[tokio::test]
+async fn a_corrupt_tail_refuses_appends_until_truncated() {
+    let (dir, log) = filled(10).await;
+    let nine = read_all(&log, 9)[0].clone();
+    log.corrupt_for_tests(10, |raw| raw.truncate(raw.len() / 2));
+    log.shutdown().await.unwrap();
+    drop(log);
+
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    assert!(matches!(
+        log.check_tail(),
+        Err(LogError::Corrupt { seq: 10, .. })
+    ));
+    let appender = log.start_writer(Arc::new(NullSink));
+    match appender.append("r", vec![ev("K", "s", b"p")]).await {
+        Err(LogError::Corrupt { seq: 10, reason }) => assert!(reason.contains("truncated")),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // Truncation is refused while the writer runs.
+    assert!(matches!(
+        log.truncate_after(9).await,
+        Err(LogError::Storage(_))
+    ));
+    drop(appender);
+    log.shutdown().await.unwrap();
+
+    assert_eq!(log.truncate_after(9).await.unwrap(), 1);
+    log.check_tail().unwrap();
+    assert_eq!(log.head(), (9, nine.hash));
+    let appender = log.start_writer(Arc::new(NullSink));
+    assert_eq!(
+        appender
+            .append("r", vec![ev("K", "s", b"p")])
+            .await
+            .unwrap(),
+        vec![10]
+    );
+    drop(appender);
+    log.shutdown().await.unwrap();
+    assert_eq!(log.verify().first_bad, None);
+    assert_eq!(log.truncate_after(100).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn checkpoints_are_saved_loaded_and_pruned() {
+    let (dir, log) = filled(10).await;
+    assert_eq!(log.latest_checkpoint().unwrap(), None);
+    log.save_checkpoint(3, b"three".to_vec()).await.unwrap();
+    assert_eq!(
+        log.latest_checkpoint().unwrap(),
+        Some((3, b"three".to_vec()))
+    );
+    log.save_checkpoint(5, b"five".to_vec()).await.unwrap();
+    log.save_checkpoint(8, b"eight".to_vec()).await.unwrap();
+    assert_eq!(
+        log.latest_checkpoint().unwrap(),
+        Some((8, b"eight".to_vec()))
+    );
+    let kept: Vec<u64> = log
+        .inner
+        .checkpoints
+        .iter()
+        .keys()
+        .map(|k| u64::from_be_bytes(k.unwrap().as_ref().try_into().unwrap()))
+        .collect();
+    assert_eq!(kept, vec![5, 8]);
+    // Past the head: refused.
+    assert!(matches!(
+        log.save_checkpoint(11, vec![]).await,
+        Err(LogError::Storage(_))
+    ));
+
+    // Durable across a reopen.
+    drop(log);
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    assert_eq!(
+        log.latest_checkpoint().unwrap(),
+        Some((8, b"eight".to_vec()))
+    );
+
+    // A damaged newest checkpoint falls back to the one before.
+    let k = store::key(8);
+    let mut raw = log.inner.checkpoints.get(k).unwrap().unwrap().to_vec();
+    *raw.last_mut().unwrap() ^= 1;
+    log.inner.checkpoints.insert(k, raw).unwrap();
+    assert_eq!(
+        log.latest_checkpoint().unwrap(),
+        Some((5, b"five".to_vec()))
+    );
+
+    // Truncating the log drops the checkpoints past the cut.
+    log.save_checkpoint(8, b"eight again".to_vec())
+        .await
+        .unwrap();
+    log.truncate_after(6).await.unwrap();
+    assert_eq!(
+        log.latest_checkpoint().unwrap(),
+        Some((5, b"five".to_vec()))
+    );
+}
+
+#[tokio::test]
+async fn a_failed_flush_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let sink = Arc::new(RecordingSink::default());
+    let appender = log.start_writer(sink.clone());
+    assert_eq!(
+        appender
+            .append("ok", vec![ev("K", "s", b"1")])
+            .await
+            .unwrap(),
+        vec![1]
+    );
+    assert_eq!(log.poisoned(), None);
+
+    log.fail_next_flush_for_tests();
+    let failed = appender
+        .append("doomed", vec![ev("K", "s", b"2"), ev("K", "s", b"3")])
+        .await;
+    assert!(matches!(failed, Err(LogError::Poisoned(_))), "{failed:?}");
+    assert!(log.poisoned().unwrap().contains("injected"));
+    // The sink never saw the failed batch, and the head did not move.
+    assert_eq!(sink.seqs(), vec![1]);
+    assert_eq!(log.head().0, 1);
+
+    // Every later caller is refused too, by every handle.
+    let other = appender.clone();
+    assert!(matches!(
+        other.append("later", vec![ev("K", "s", b"4")]).await,
+        Err(LogError::Poisoned(_))
+    ));
+    assert!(matches!(
+        log.save_checkpoint(1, vec![]).await,
+        Err(LogError::Poisoned(_))
+    ));
+    drop((appender, other));
+    assert!(matches!(log.shutdown().await, Err(LogError::Poisoned(_))));
+    assert_eq!(sink.batches.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_finishes_queued_work_when_appenders_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let sink = Arc::new(RecordingSink::default());
+    let appender = log.start_writer(sink.clone());
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let appender = appender.clone();
+        tasks.push(tokio::spawn(async move {
+            for j in 0..20 {
+                appender
+                    .append(
+                        "r",
+                        vec![ev("K", &format!("{t}"), format!("{j}").as_bytes())],
+                    )
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    drop(appender);
+    // Returns once every task's handle is gone and the writer drained its queue.
+    log.shutdown().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(log.head().0, 160);
+    assert_eq!(sink.seqs().len(), 160);
+    // A new writer can be started afterwards.
+    let appender = log.start_writer(Arc::new(NullSink));
+    assert_eq!(
+        appender
+            .append("r", vec![ev("K", "s", b"p")])
+            .await
+            .unwrap(),
+        vec![161]
+    );
+}
+
+#[tokio::test]
+#[should_panic(expected = "already running")]
+async fn only_one_writer_at_a_time() {
+    let log = EventLog::open(Path::new("unused"), Durability::Memory).unwrap();
+    let _a = log.start_writer(Arc::new(NullSink));
+    let _b = log.start_writer(Arc::new(NullSink));
+}
+
+fn arb_event() -> impl Strategy<Value = NewEvent> {
+    (
+        "[A-Za-z]{1,24}",
+        ".{0,40}",
+        any::<u16>(),
+        proptest::collection::vec(any::<u8>(), 0..300),
+    )
+        .prop_map(|(kind, stream, schema, payload)| NewEvent {
+            kind,
+            stream,
+            schema,
+            payload,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn random_batches_round_trip(
+        batches in proptest::collection::vec(
+            (".{0,20}", proptest::collection::vec(arb_event(), 1..8)),
+            1..12,
+        )
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let log = EventLog::open(Path::new("unused"), Durability::Memory).unwrap();
+            let sink = Arc::new(RecordingSink::default());
+            let appender = log.start_writer(sink.clone());
+            // Concurrently, so that several calls share a batch.
+            let acks = futures::future::join_all(
+                batches.iter().map(|(rid, events)| appender.append(rid, events.clone())),
+            )
+            .await;
+            drop(appender);
+            log.shutdown().await.unwrap();
+
+            let all = read_all(&log, 1);
+            let total: usize = batches.iter().map(|(_, e)| e.len()).sum();
+            prop_assert_eq!(all.len(), total);
+            prop_assert_eq!(&*sink.envelopes.lock().unwrap(), &all);
+            let mut seen = HashSet::new();
+            for ((rid, events), ack) in batches.iter().zip(acks) {
+                let seqs = ack.unwrap();
+                prop_assert_eq!(seqs.len(), events.len());
+                for (seq, new) in seqs.iter().zip(events) {
+                    prop_assert!(seen.insert(*seq));
+                    let env = &all[*seq as usize - 1];
+                    prop_assert_eq!(&env.request_id, rid);
+                    prop_assert_eq!(&env.kind, &new.kind);
+                    prop_assert_eq!(&env.stream, &new.stream);
+                    prop_assert_eq!(env.schema, new.schema);
+                    prop_assert_eq!(&env.payload, &new.payload);
+                }
+                prop_assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
+            }
+            prop_assert_eq!(log.verify().first_bad, None);
+            Ok(())
+        })?;
+    }
+}

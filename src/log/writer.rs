@@ -1,0 +1,195 @@
+//! The group-commit writer: one task owns sequence assignment and the chain head.
+//!
+//! It takes one request, drains whatever else is already queued (up to
+//! [`MAX_BATCH_EVENTS`]), writes the lot as one sled batch, flushes once (for
+//! [`Durability::Flush`]), hands the envelopes to the sink and acks every caller. A failed
+//! write or flush poisons the log for good.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::store::{Inner, key};
+use super::{CommitSink, Durability, Envelope, LogError, NewEvent, codec};
+
+/// A batch stops growing once it holds this many events (a single larger `append` still goes
+/// through whole, as its own batch).
+pub(crate) const MAX_BATCH_EVENTS: usize = 4096;
+/// Requests that may wait for the writer before `append` applies backpressure.
+pub(crate) const QUEUE_CAPACITY: usize = 4096;
+
+pub(crate) struct Request {
+    pub request_id: String,
+    pub events: Vec<NewEvent>,
+    pub reply: oneshot::Sender<Result<Vec<u64>, LogError>>,
+}
+
+struct Writer {
+    inner: Arc<Inner>,
+    sink: Arc<dyn CommitSink>,
+    head_seq: u64,
+    head_hash: [u8; 32],
+    last_time_ms: u64,
+    tail_error: Option<(u64, String)>,
+    // Reused between batches.
+    requests: Vec<Request>,
+    counts: Vec<usize>,
+    envelopes: Vec<Envelope>,
+}
+
+pub(crate) async fn run(
+    inner: Arc<Inner>,
+    sink: Arc<dyn CommitSink>,
+    mut rx: mpsc::Receiver<Request>,
+) {
+    let head = inner.head().clone();
+    let mut w = Writer {
+        inner,
+        sink,
+        head_seq: head.seq,
+        head_hash: head.hash,
+        last_time_ms: head.time_ms,
+        tail_error: head.tail_error,
+        requests: Vec::new(),
+        counts: Vec::new(),
+        envelopes: Vec::new(),
+    };
+    let mut carry: Option<Request> = None;
+    loop {
+        let first = match carry.take() {
+            Some(r) => r,
+            None => match rx.recv().await {
+                Some(r) => r,
+                // Every Appender is gone and the queue is empty.
+                None => break,
+            },
+        };
+        let mut events = first.events.len();
+        w.requests.push(first);
+        while events < MAX_BATCH_EVENTS {
+            match rx.try_recv() {
+                Ok(r) if events + r.events.len() > MAX_BATCH_EVENTS => {
+                    carry = Some(r);
+                    break;
+                }
+                Ok(r) => {
+                    events += r.events.len();
+                    w.requests.push(r);
+                }
+                Err(_) => break,
+            }
+        }
+        w.commit(events).await;
+    }
+    tracing::debug!(head = w.head_seq, "event log writer stopped");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Writer {
+    fn fail_all(&mut self, err: impl Fn() -> LogError) {
+        for r in self.requests.drain(..) {
+            let _ = r.reply.send(Err(err()));
+        }
+    }
+
+    async fn commit(&mut self, events: usize) {
+        if let Some(reason) = self.inner.poisoned().map(str::to_string) {
+            self.fail_all(|| LogError::Poisoned(reason.clone()));
+            return;
+        }
+        if let Some((seq, reason)) = self.tail_error.clone() {
+            self.fail_all(|| LogError::Corrupt {
+                seq,
+                reason: format!(
+                    "{reason}; appends are refused until the corrupt tail is truncated"
+                ),
+            });
+            return;
+        }
+
+        let time_ms = now_ms().max(self.last_time_ms);
+        let first_seq = self.head_seq + 1;
+        let mut seq = self.head_seq;
+        let mut prev = self.head_hash;
+        let mut batch = sled::Batch::default();
+        self.envelopes.clear();
+        self.envelopes.reserve(events);
+        self.counts.clear();
+        for req in &mut self.requests {
+            self.counts.push(req.events.len());
+            for ev in req.events.drain(..) {
+                seq += 1;
+                let mut env = Envelope {
+                    seq,
+                    time_ms,
+                    id: uuid::Uuid::now_v7(),
+                    request_id: req.request_id.clone(),
+                    schema: ev.schema,
+                    kind: ev.kind,
+                    stream: ev.stream,
+                    payload: ev.payload,
+                    hash: [0; 32],
+                };
+                env.hash = env.compute_hash(&prev);
+                batch.insert(&key(seq), codec::encode(&env, &prev));
+                prev = env.hash;
+                self.envelopes.push(env);
+            }
+        }
+
+        if let Err(reason) = self.write(batch).await {
+            let reason = self.inner.poison(format!(
+                "committing sequences {first_seq}..={seq} failed: {reason}"
+            ));
+            tracing::error!(%reason, "event log write failed; the log is now poisoned");
+            self.envelopes.clear();
+            self.fail_all(|| LogError::Poisoned(reason.clone()));
+            return;
+        }
+
+        self.head_seq = seq;
+        self.head_hash = prev;
+        self.last_time_ms = time_ms;
+        {
+            let mut head = self.inner.head();
+            head.seq = seq;
+            head.hash = prev;
+            head.time_ms = time_ms;
+        }
+        self.sink.committed(&self.envelopes);
+        self.envelopes.clear();
+
+        let mut next = first_seq;
+        for (req, n) in self.requests.drain(..).zip(self.counts.iter()) {
+            let seqs = (next..next + *n as u64).collect();
+            next += *n as u64;
+            // A caller that went away still had its events committed.
+            let _ = req.reply.send(Ok(seqs));
+        }
+    }
+
+    async fn write(&self, batch: sled::Batch) -> Result<(), String> {
+        self.inner
+            .events
+            .apply_batch(batch)
+            .map_err(|e| format!("write: {e}"))?;
+        if self.inner.fail_next_commit.swap(false, Ordering::SeqCst) {
+            return Err("flush: injected I/O failure (test failpoint)".to_string());
+        }
+        if self.inner.durability == Durability::Flush {
+            self.inner
+                .db
+                .flush_async()
+                .await
+                .map_err(|e| format!("flush: {e}"))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,406 @@
+//! In-process tests of the core with the fake driver and a temporary data dir.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use storch::actors::{BackendState, CoreError, RequestCtx, VolumeState};
+use storch::model::{StorageClassConfig, VolumeConfig};
+
+fn ctx() -> RequestCtx {
+    RequestCtx::random()
+}
+
+fn class(body: serde_json::Value) -> StorageClassConfig {
+    StorageClassConfig::from_json(body.to_string().as_bytes()).expect("valid class")
+}
+
+fn volume(name: &str, size: &str, class: &str) -> VolumeConfig {
+    VolumeConfig {
+        name: name.into(),
+        size: size.into(),
+        storage_class: class.into(),
+        ..VolumeConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_classes_volumes_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("array.json");
+    let mut be = fake_backend("fast", "file", &[("ssd1", ssd()), ("hdd1", hdd())]);
+    be["statePath"] = json!(state);
+    let (backend, class_view, vol) = {
+        let rt = start(dir.path()).await;
+        let core = rt.core();
+        assert_eq!(core.add_backend(&ctx(), be.clone()).await.unwrap(), "fast");
+        core.add_storage_class(
+            &ctx(),
+            class(json!({"name": "gold", "attributes": {"media": "ssd"}})),
+        )
+        .await
+        .unwrap();
+        let v = core
+            .add_volume(&ctx(), volume("v1", "1Gi", "gold"))
+            .await
+            .unwrap();
+        assert_eq!(v.backend, "fast");
+        assert_eq!(v.pool, "ssd1");
+        assert_eq!(v.config.size, "1Gi", "size is stored verbatim");
+        assert_eq!(v.config.internal_name, "trident-v1");
+        assert_eq!(v.config.protocol, storch::model::Protocol::File);
+        assert_eq!(v.config.access_information.nfs_path, "/trident-v1");
+        assert_eq!(v.state, VolumeState::Online);
+        let b = core.get_backend("fast").unwrap();
+        let sc = core.get_storage_class("gold").unwrap();
+        assert_eq!(sc.pools.get("fast").unwrap(), &vec!["ssd1".to_string()]);
+        let out = (b, sc, v);
+        rt.shutdown().await;
+        out
+    };
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    eventually("backend online", || {
+        core.get_backend("fast")
+            .map(|b| b.state == BackendState::Online)
+            .unwrap_or(false)
+    })
+    .await;
+    let mut b = core.get_backend("fast").unwrap();
+    // free capacity is runtime information; compare the rest
+    for (p, q) in b.pools.iter_mut().zip(backend.pools.iter()) {
+        p.free_bytes = q.free_bytes;
+    }
+    assert_eq!(b, backend);
+    assert_eq!(core.get_storage_class("gold").unwrap(), class_view);
+    assert_eq!(core.get_volume("v1").unwrap(), vol);
+    assert_eq!(core.list_volumes().unwrap(), vec!["v1"]);
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_falls_through_failing_pools_and_aggregates_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    let mut be = fake_backend("b", "block", &[("p1", ssd()), ("p2", ssd()), ("p3", ssd())]);
+    be["failPools"] = json!({"p1": "injected p1 failure", "p2": "injected p2 failure"});
+    core.add_backend(&ctx(), be).await.unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    for i in 0..10 {
+        let v = core
+            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+            .await
+            .unwrap();
+        assert_eq!(v.pool, "p3");
+        assert_eq!(v.config.protocol, storch::model::Protocol::Block);
+    }
+    // all pools failing: every pool's reason in the error, and the name stays free
+    let mut be = fake_backend("c", "file", &[("q1", hdd()), ("q2", hdd())]);
+    be["failPools"] = json!({"q1": "q1 is broken", "q2": "q2 is broken"});
+    core.add_backend(&ctx(), be).await.unwrap();
+    core.add_storage_class(
+        &ctx(),
+        class(json!({"name": "slow", "attributes": {"media": "hdd"}})),
+    )
+    .await
+    .unwrap();
+    let err = core
+        .add_volume(&ctx(), volume("x", "1Gi", "slow"))
+        .await
+        .unwrap_err();
+    let CoreError::Failed(msg) = err else {
+        panic!("unexpected {err:?}")
+    };
+    assert!(
+        msg.starts_with("encountered error(s) in creating the volume: "),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("on storage pool q1 from backend c: q1 is broken"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("on storage pool q2 from backend c: q2 is broken"),
+        "{msg}"
+    );
+    assert!(matches!(core.get_volume("x"), Err(CoreError::NotFound(_))));
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    core.add_backend(&ctx(), fake_backend("nas", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_backend(&ctx(), fake_backend("san", "block", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+
+    // duplicate name
+    core.add_volume(&ctx(), volume("a", "1G", "any"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        core.add_volume(&ctx(), volume("a", "1G", "any")).await,
+        Err(CoreError::AlreadyExists(_))
+    ));
+    // unknown class
+    let err = core
+        .add_volume(&ctx(), volume("b", "1G", "nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CoreError::Invalid("unknown storage class: nope".into())
+    );
+    // RWX + block refused; RWX + any lands on file
+    let mut v = volume("c", "1G", "any");
+    v.access_mode = "ReadWriteMany".into();
+    v.protocol = storch::model::Protocol::Block;
+    assert!(matches!(
+        core.add_volume(&ctx(), v.clone()).await,
+        Err(CoreError::Invalid(_))
+    ));
+    v.protocol = storch::model::Protocol::Any;
+    let made = core.add_volume(&ctx(), v).await.unwrap();
+    assert_eq!(made.backend, "nas");
+    // block requested lands on the SAN backend
+    let mut v = volume("d", "1G", "any");
+    v.protocol = storch::model::Protocol::Block;
+    assert_eq!(core.add_volume(&ctx(), v).await.unwrap().backend, "san");
+    // bad sizes and names
+    for size in ["0", "-1", "1.5Gi", "lots", "99999999999999999999999"] {
+        let err = core
+            .add_volume(&ctx(), volume("e", size, "any"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, CoreError::Invalid(ref m) if m.contains("size")),
+            "{size}: {err:?}"
+        );
+    }
+    for name in ["a/b", "..", "x\0y", &"n".repeat(300)] {
+        assert!(matches!(
+            core.add_volume(&ctx(), volume(name, "1G", "any")).await,
+            Err(CoreError::Invalid(_))
+        ));
+    }
+    // delete, then 404
+    core.delete_volume(&ctx(), "a").await.unwrap();
+    assert!(matches!(
+        core.delete_volume(&ctx(), "a").await,
+        Err(CoreError::NotFound(_))
+    ));
+    assert!(matches!(core.get_volume("a"), Err(CoreError::NotFound(_))));
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clone_lands_on_the_source_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    core.add_backend(&ctx(), fake_backend("b1", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_backend(&ctx(), fake_backend("b2", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    let src = core
+        .add_volume(&ctx(), volume("src", "2Gi", "any"))
+        .await
+        .unwrap();
+    let mut req = volume("copy", "", "");
+    req.clone_source_volume = "src".into();
+    let copy = core.add_volume(&ctx(), req).await.unwrap();
+    assert_eq!(copy.backend, src.backend);
+    assert_eq!(copy.pool, "", "Trident shows clones with an empty pool");
+    assert_eq!(copy.config.size, "2Gi");
+    assert_eq!(copy.config.storage_class, "any");
+    assert_eq!(copy.config.clone_source_volume_internal, "trident-src");
+    let mut req = volume("bad", "", "");
+    req.clone_source_volume = "missing".into();
+    assert_eq!(
+        core.add_volume(&ctx(), req).await.unwrap_err(),
+        CoreError::NotFound("source volume not found: missing".into())
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_backend_with_volumes_takes_it_offline_until_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    core.add_backend(&ctx(), fake_backend("b", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    core.add_volume(&ctx(), volume("v", "1G", "any"))
+        .await
+        .unwrap();
+    core.delete_backend(&ctx(), "b").await.unwrap();
+    assert!(
+        core.list_backends().unwrap().is_empty(),
+        "offline backends are not listed"
+    );
+    let b = core.get_backend("b").unwrap();
+    assert!(!b.online);
+    assert_eq!(b.state, BackendState::Offline);
+    assert!(
+        core.get_storage_class("any").unwrap().pools.is_empty(),
+        "its pools left the class"
+    );
+    assert!(matches!(
+        core.add_volume(&ctx(), volume("w", "1G", "any")).await,
+        Err(CoreError::Failed(_))
+    ));
+    // adding it again brings it back
+    core.add_backend(&ctx(), fake_backend("b", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    assert_eq!(core.list_backends().unwrap(), vec!["b"]);
+    core.delete_backend(&ctx(), "b").await.unwrap();
+    // the last volume purges it
+    core.delete_volume(&ctx(), "v").await.unwrap();
+    assert!(matches!(core.get_backend("b"), Err(CoreError::NotFound(_))));
+    // a backend without volumes goes at once
+    core.add_backend(&ctx(), fake_backend("e", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.delete_backend(&ctx(), "e").await.unwrap();
+    assert!(matches!(core.get_backend("e"), Err(CoreError::NotFound(_))));
+    assert!(matches!(
+        core.delete_backend(&ctx(), "e").await,
+        Err(CoreError::NotFound(_))
+    ));
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_replaces_config_and_rename_moves_volumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("array.json");
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    let mut be = fake_backend("old", "file", &[("p", ssd())]);
+    be["statePath"] = json!(state);
+    core.add_backend(&ctx(), be.clone()).await.unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    core.add_volume(&ctx(), volume("v", "1G", "any"))
+        .await
+        .unwrap();
+    // POST of an existing name is an update
+    be["pools"]["p2"] = json!({"attributes": hdd(), "sizeBytes": 1u64 << 30});
+    assert_eq!(core.add_backend(&ctx(), be.clone()).await.unwrap(), "old");
+    assert_eq!(core.get_backend("old").unwrap().pools.len(), 2);
+    // rename through update
+    be["backendName"] = json!("new");
+    assert_eq!(
+        core.update_backend(&ctx(), "old", be.clone())
+            .await
+            .unwrap(),
+        "new"
+    );
+    assert!(matches!(
+        core.get_backend("old"),
+        Err(CoreError::NotFound(_))
+    ));
+    assert_eq!(core.get_backend("new").unwrap().volumes, vec!["v"]);
+    assert_eq!(core.get_volume("v").unwrap().backend, "new");
+    assert!(
+        !core.get_volume("v").unwrap().orphaned,
+        "the array still has it"
+    );
+    // a different driver type is refused; unknown backend is 404
+    assert!(matches!(
+        core.update_backend(&ctx(), "missing", be.clone()).await,
+        Err(CoreError::NotFound(_))
+    ));
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_backend_configs_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    for doc in [
+        json!([1, 2]),
+        json!({"version": 1}),
+        json!({"version": 2, "storageDriverName": "fake"}),
+        json!({"version": 1, "storageDriverName": "nope"}),
+        json!({"version": 1, "storageDriverName": "fake", "backendName": "a/b", "instanceName": "x", "pools": {}}),
+    ] {
+        let err = core.add_backend(&ctx(), doc.clone()).await.unwrap_err();
+        assert!(
+            matches!(err, CoreError::Invalid(_) | CoreError::Failed(_)),
+            "{doc}: {err:?}"
+        );
+    }
+    assert!(core.list_backends().unwrap().is_empty());
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_core_on_the_same_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let err = storch::actors::CoreRuntime::start(opts(dir.path()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CoreError::BootstrapFailed(ref m) if m.contains("in use")),
+        "{err:?}"
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_of_one_name_make_one_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    core.add_backend(
+        &ctx(),
+        fake_backend("b", "file", &[("p1", ssd()), ("p2", ssd())]),
+    )
+    .await
+    .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let core = core.clone();
+        tasks.push(tokio::spawn(async move {
+            core.add_volume(&ctx(), volume("same", "1G", "any")).await
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(CoreError::AlreadyExists(_)) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(ok, 1);
+    rt.shutdown().await;
+}
