@@ -11,6 +11,7 @@
 
 pub mod actors;
 pub mod api;
+pub mod cli;
 pub mod drivers;
 pub mod events;
 pub mod log;

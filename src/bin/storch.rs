@@ -1,1 +1,33 @@
-fn main() {}
+//! The `storch` binary: parse, validate, run, and turn the outcome into an exit code.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use storch::cli::{Cli, Command, SettingsError, commands, logging};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("storch: error: {e:#}");
+            if e.downcast_ref::<SettingsError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => {
+            let settings = args.into_settings()?;
+            logging::init(settings.log_format).context("could not set up logging")?;
+            commands::serve::run(settings)?;
+        }
+    }
+    Ok(())
+}

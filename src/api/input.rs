@@ -1,0 +1,674 @@
+//! Parsing and validation of request input: plain functions, no HTTP.
+//!
+//! Everything a handler checks before calling the core lives here (trident-compat §1.4, §4.7;
+//! reliability "bad input"): every error names the field it is about, quotes at most a short
+//! prefix of the offending value, and never echoes a whole document (backend configs hold
+//! passwords).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::model::volume::resolve_protocol;
+use crate::model::{
+    AccessMode, CompiledClass, NameError, StorageClassConfig, VolumeConfig, parse_size,
+};
+
+/// The longest prefix of a bad value quoted back in an error message.
+const QUOTE_MAX_CHARS: usize = 64;
+
+/// Structural nesting allowed in a YAML backend document (JSON is bounded by serde_json's own
+/// recursion limit of 128).
+const YAML_MAX_DEPTH: usize = 64;
+
+/// Why a request's input was refused (all HTTP 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// A volume or storage-class body that is not valid JSON for its type; the message is
+    /// serde_json's, prefixed with the path of the field where it applies.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// A backend body that is neither valid JSON nor valid YAML, or not a mapping.
+    #[error("invalid config format: {0}")]
+    ConfigFormat(String),
+    /// A message that already reads as a complete error (from the model's parsers).
+    #[error("{0}")]
+    Model(String),
+    /// Trident's exact message for a volume without `name` or `size`.
+    #[error("the following fields for \"Volume\" are mandatory: name and size")]
+    VolumeMandatory,
+    /// A name in the body or the path that cannot be an object name.
+    #[error("{0}")]
+    Name(#[from] NameError),
+    /// A path segment that could not be decoded.
+    #[error("invalid path: {0}")]
+    Path(String),
+    /// A size that does not parse or is zero; the message starts `invalid size "…"`.
+    #[error("{0}")]
+    Size(String),
+    /// A storage class whose pool selectors do not compile.
+    #[error("{0}")]
+    PoolSelector(String),
+    #[error(
+        "invalid accessMode {0}; acceptable values: ReadWriteOnce, ReadOnlyMany, ReadWriteMany, \"\""
+    )]
+    AccessMode(String),
+    /// Access mode and protocol that cannot go together.
+    #[error("{0}")]
+    Incompatible(String),
+}
+
+/// Quotes a client-supplied value for an error message, cut to [`QUOTE_MAX_CHARS`].
+pub fn quote(value: &str) -> String {
+    let mut chars = value.chars();
+    let head: String = chars.by_ref().take(QUOTE_MAX_CHARS).collect();
+    if chars.next().is_some() {
+        format!("{:?}…", head)
+    } else {
+        format!("{head:?}")
+    }
+}
+
+/// Checks an object name taken from the URL path (already percent-decoded by the router).
+/// `field` is how the message names it, e.g. `backend name`.
+pub fn path_name(field: &'static str, name: String) -> Result<String, InputError> {
+    crate::model::validate_name(field, &name)?;
+    Ok(name)
+}
+
+/// Parses a backend config body: JSON, or YAML converted to JSON as Trident does. The result
+/// is always a JSON object. A `backendName`, when given as a non-empty string, must be a valid
+/// name.
+pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        InputError::ConfigFormat(format!(
+            "the document is not valid UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Err(InputError::ConfigFormat(
+            "the document is empty".to_string(),
+        ));
+    }
+    let doc = match serde_json::from_str::<Value>(text) {
+        Ok(doc) => doc,
+        Err(json_err) => match parse_yaml(text) {
+            Ok(doc) => doc,
+            Err(yaml_err) => {
+                // Report in the language the client apparently wrote.
+                let trimmed = text.trim_start();
+                let looks_like_json = trimmed.starts_with('{') || trimmed.starts_with('[');
+                return Err(InputError::ConfigFormat(if looks_like_json {
+                    json_err.to_string()
+                } else {
+                    yaml_err
+                }));
+            }
+        },
+    };
+    let Value::Object(map) = &doc else {
+        return Err(InputError::ConfigFormat(format!(
+            "expected a mapping of config keys, found {}",
+            json_kind(&doc)
+        )));
+    };
+    if let Some(Value::String(name)) = map.get("backendName")
+        && !name.is_empty()
+    {
+        crate::model::validate_name("backendName", name)?;
+    }
+    Ok(doc)
+}
+
+/// YAML → JSON value, with resource budgets (depth, aliases, node counts) and without the
+/// source snippet in the message (it could show a password).
+fn parse_yaml(text: &str) -> Result<Value, String> {
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        budget: serde_saphyr::budget! { max_depth: YAML_MAX_DEPTH },
+    };
+    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
+        let mut msg = tidy_yaml_message(e.to_string());
+        if let Some(loc) = e.location()
+            && !msg.contains("line")
+        {
+            msg = format!("{msg} at line {} column {}", loc.line(), loc.column());
+        }
+        msg
+    })
+}
+
+/// Drops the parser's advice to Rust programmers from its messages.
+fn tidy_yaml_message(msg: String) -> String {
+    for advice in [
+        ", set DuplicateKeyPolicy in Options if acceptable",
+        "; use from_str_multiple or from_str_multiple_with_options",
+    ] {
+        if let Some(at) = msg.find(advice) {
+            return format!("{}{}", &msg[..at], &msg[at + advice.len()..]);
+        }
+    }
+    msg
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Decodes `T` from a JSON body; errors name the field (`size: invalid type: …`) and the
+/// position, and trailing data is refused.
+fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, InputError> {
+    // serde's derived structs also accept a JSON list (fields by position); refuse that.
+    if body.trim_ascii_start().starts_with(b"[") {
+        return Err(InputError::Json(
+            "invalid type: list, expected a JSON object".to_string(),
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| InputError::Json(e.to_string()))?;
+    de.end().map_err(|e| InputError::Json(e.to_string()))?;
+    Ok(value)
+}
+
+/// Parses and validates a POST volume body (trident-compat §1.4, §4.7): shape, mandatory
+/// fields, names, protocol, access mode and size.
+pub fn parse_volume(body: &[u8]) -> Result<VolumeConfig, InputError> {
+    let config: VolumeConfig = from_json(body)?;
+    validate_volume(&config)?;
+    Ok(config)
+}
+
+/// The handler's checks on a volume config. The protocol was checked while decoding.
+pub fn validate_volume(config: &VolumeConfig) -> Result<(), InputError> {
+    if config.name.is_empty() || config.size.is_empty() {
+        return Err(InputError::VolumeMandatory);
+    }
+    crate::model::validate_name("name", &config.name)?;
+    if !config.storage_class.is_empty() {
+        crate::model::validate_name("storageClass", &config.storage_class)?;
+    }
+    if !config.clone_source_volume.is_empty() {
+        crate::model::validate_name("cloneSourceVolume", &config.clone_source_volume)?;
+    }
+    let mode = AccessMode::parse(&config.access_mode)
+        .ok_or_else(|| InputError::AccessMode(quote(&config.access_mode)))?;
+    resolve_protocol(mode, config.protocol).map_err(InputError::Incompatible)?;
+    check_size(&config.size)?;
+    Ok(())
+}
+
+/// A volume size must parse (integers with Trident's suffixes) and be above zero.
+pub fn check_size(size: &str) -> Result<u64, InputError> {
+    let bytes = parse_size(size).map_err(InputError::Size)?;
+    if bytes == 0 {
+        return Err(InputError::Size(format!(
+            "invalid size {}: size must be greater than zero",
+            quote(size)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Parses a POST storage class body (trident-compat §2.2) and checks its name.
+pub fn parse_storage_class(body: &[u8]) -> Result<StorageClassConfig, InputError> {
+    let config = StorageClassConfig::from_json(body).map_err(|msg| {
+        if msg.starts_with("invalid JSON") {
+            InputError::Model(msg)
+        } else {
+            InputError::Json(msg)
+        }
+    })?;
+    crate::model::validate_name("name", &config.name)?;
+    CompiledClass::compile(config.clone()).map_err(InputError::PoolSelector)?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Protocol;
+    use serde_json::json;
+
+    fn msg<T: std::fmt::Debug>(r: Result<T, InputError>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    // ---- names ----
+
+    #[test]
+    fn path_names() {
+        assert_eq!(path_name("backend name", "nas-1".into()).unwrap(), "nas-1");
+        assert_eq!(
+            msg(path_name("backend name", "a/b".into())),
+            "backend name must not contain '/'"
+        );
+        assert_eq!(
+            msg(path_name("volume name", "..".into())),
+            "volume name must not be \".\" or \"..\""
+        );
+        assert_eq!(
+            msg(path_name("volume name", "a\0b".into())),
+            "volume name must not contain NUL"
+        );
+        assert_eq!(
+            msg(path_name("storage class name", "x".repeat(254))),
+            "storage class name is longer than 253 bytes"
+        );
+        assert_eq!(
+            msg(path_name("volume name", String::new())),
+            "volume name must not be empty"
+        );
+    }
+
+    #[test]
+    fn quoting_cuts_long_values() {
+        assert_eq!(quote("1G"), "\"1G\"");
+        let q = quote(&"9".repeat(10_000));
+        assert!(q.len() < 80, "{q}");
+        assert!(q.ends_with('…'));
+        assert_eq!(quote("a\0b"), "\"a\\0b\"");
+    }
+
+    // ---- backends ----
+
+    #[test]
+    fn backend_json() {
+        let doc = parse_backend_doc(
+            br#"{"version":1,"storageDriverName":"fake","backendName":"b1","password":"p"}"#,
+        )
+        .unwrap();
+        assert_eq!(doc["storageDriverName"], "fake");
+        assert_eq!(doc["version"], 1);
+    }
+
+    #[test]
+    fn backend_yaml() {
+        let yaml = b"version: 1\nstorageDriverName: fake\nbackendName: b1\nprotocol: file\n\
+pools:\n  p1:\n    sizeBytes: 1073741824\n    attributes:\n      snapshots:\n        offer: true\n";
+        let doc = parse_backend_doc(yaml).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "version": 1,
+                "storageDriverName": "fake",
+                "backendName": "b1",
+                "protocol": "file",
+                "pools": {"p1": {"sizeBytes": 1073741824u64, "attributes": {"snapshots": {"offer": true}}}}
+            })
+        );
+    }
+
+    #[test]
+    fn backend_yaml_flow_style_and_bom() {
+        let doc =
+            parse_backend_doc("\u{feff}{storageDriverName: fake, version: 1}".as_bytes()).unwrap();
+        assert_eq!(doc["storageDriverName"], "fake");
+    }
+
+    #[test]
+    fn backend_malformed_json_names_the_position() {
+        // Unclosed: neither JSON nor YAML; reported as JSON since it looks like JSON.
+        let m = msg(parse_backend_doc(
+            b"{\"version\":1,\n\"storageDriverName\":\"fake\"",
+        ));
+        assert!(m.starts_with("invalid config format: "), "{m}");
+        assert!(m.contains("line 2"), "{m}");
+    }
+
+    #[test]
+    fn backend_malformed_yaml_names_the_position() {
+        let m = msg(parse_backend_doc(
+            b"version: 1\nstorageDriverName: fake\n  bad: [indent\n",
+        ));
+        assert!(m.starts_with("invalid config format: "), "{m}");
+        assert!(m.contains("line"), "{m}");
+    }
+
+    #[test]
+    fn backend_yaml_errors_do_not_echo_the_document() {
+        let m = msg(parse_backend_doc(
+            b"username: admin\npassword: hunter2-canary\nsvm: [unclosed\n",
+        ));
+        assert!(!m.contains("hunter2-canary"), "{m}");
+        assert!(m.starts_with("invalid config format: "), "{m}");
+    }
+
+    #[test]
+    fn backend_json_like_yaml_is_accepted_as_trident_does() {
+        // Invalid JSON but valid YAML flow: Trident converts YAML to JSON first, so do we.
+        let doc = parse_backend_doc(b"{\"version\":1, \"storageDriverName\": fake, x: }").unwrap();
+        assert_eq!(
+            doc,
+            json!({"version": 1, "storageDriverName": "fake", "x": null})
+        );
+    }
+
+    #[test]
+    fn backend_must_be_a_mapping() {
+        assert_eq!(
+            msg(parse_backend_doc(b"[1,2]")),
+            "invalid config format: expected a mapping of config keys, found a list"
+        );
+        assert_eq!(
+            msg(parse_backend_doc(b"just a string")),
+            "invalid config format: expected a mapping of config keys, found a string"
+        );
+        assert_eq!(
+            msg(parse_backend_doc(b"42")),
+            "invalid config format: expected a mapping of config keys, found a number"
+        );
+        assert_eq!(
+            msg(parse_backend_doc(b"  \n ")),
+            "invalid config format: the document is empty"
+        );
+        assert_eq!(
+            msg(parse_backend_doc(b"")),
+            "invalid config format: the document is empty"
+        );
+    }
+
+    #[test]
+    fn backend_yaml_messages_are_for_users() {
+        assert_eq!(
+            msg(parse_backend_doc(b"a: 1\na: 2\n")),
+            "invalid config format: duplicate mapping key: a at line 2, column 1"
+        );
+        assert_eq!(
+            msg(parse_backend_doc(b"a: 1\n---\nb: 2\n")),
+            "invalid config format: multiple YAML documents detected at line 3, column 1"
+        );
+    }
+
+    #[test]
+    fn backend_not_utf8() {
+        let m = msg(parse_backend_doc(b"{\"a\":\"\xff\"}"));
+        assert!(m.contains("not valid UTF-8"), "{m}");
+    }
+
+    #[test]
+    fn backend_name_is_checked() {
+        assert_eq!(
+            msg(parse_backend_doc(
+                br#"{"storageDriverName":"fake","backendName":"../x"}"#
+            )),
+            "backendName must not contain '/'"
+        );
+        assert_eq!(
+            msg(parse_backend_doc(
+                b"storageDriverName: fake\nbackendName: \"..\"\n"
+            )),
+            "backendName must not be \".\" or \"..\""
+        );
+        // Absent or empty: the driver picks the name.
+        assert!(parse_backend_doc(br#"{"storageDriverName":"fake","backendName":""}"#).is_ok());
+    }
+
+    #[test]
+    fn deeply_nested_documents_are_refused_not_overflowing() {
+        let depth = 100_000;
+        let json = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let m = msg(parse_backend_doc(json.as_bytes()));
+        assert!(m.contains("recursion limit"), "{m}");
+        let json = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        assert!(parse_backend_doc(json.as_bytes()).is_err());
+        // YAML flow and block nesting.
+        let yaml = format!("a: {}1{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(parse_backend_doc(yaml.as_bytes()).is_err());
+        let mut yaml = String::new();
+        for i in 0..1000 {
+            yaml.push_str(&" ".repeat(i));
+            yaml.push_str("a:\n");
+        }
+        assert!(parse_backend_doc(yaml.as_bytes()).is_err());
+        // Volumes: an unknown deep field is skipped without recursion (serde_json ignores
+        // values iteratively), so it is harmless; the point is that nothing overflows.
+        let json = format!(
+            "{{\"name\":\"v\",\"size\":\"1G\",\"x\":{}{}}}",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let _ = parse_volume(json.as_bytes());
+        let json = format!("{}{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        assert!(parse_volume(json.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn yaml_alias_bombs_are_refused() {
+        let mut yaml = String::from("a: &a [x,x,x,x,x,x,x,x,x,x]\n");
+        let mut prev = 'a';
+        for c in 'b'..='k' {
+            yaml.push_str(&format!(
+                "{c}: &{c} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+            ));
+            prev = c;
+        }
+        let started = std::time::Instant::now();
+        assert!(parse_backend_doc(yaml.as_bytes()).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    // ---- volumes ----
+
+    #[test]
+    fn volume_ok() {
+        let v = parse_volume(
+            br#"{"name":"vol-1","size":"1GiB","protocol":"file","storageClass":"gold",
+                 "accessMode":"ReadWriteMany","unknownKey":true}"#,
+        )
+        .unwrap();
+        assert_eq!(v.name, "vol-1");
+        assert_eq!(v.size, "1GiB");
+        assert_eq!(v.protocol, Protocol::File);
+        assert_eq!(v.storage_class, "gold");
+    }
+
+    #[test]
+    fn volume_mandatory_fields() {
+        let want = "the following fields for \"Volume\" are mandatory: name and size";
+        assert_eq!(msg(parse_volume(br#"{"size":"1G"}"#)), want);
+        assert_eq!(msg(parse_volume(br#"{"name":"v"}"#)), want);
+        assert_eq!(msg(parse_volume(br#"{"name":"","size":"1G"}"#)), want);
+        assert_eq!(msg(parse_volume(b"{}")), want);
+    }
+
+    #[test]
+    fn volume_malformed_json() {
+        let m = msg(parse_volume(b"{\"name\":"));
+        assert!(m.starts_with("invalid JSON: "), "{m}");
+        assert!(m.contains("line 1"), "{m}");
+        let m = msg(parse_volume(b""));
+        assert!(m.starts_with("invalid JSON: "), "{m}");
+        let m = msg(parse_volume(br#"{"name":"v","size":"1G"} trailing"#));
+        assert!(m.starts_with("invalid JSON: trailing characters"), "{m}");
+        let m = msg(parse_volume(br#" ["name","v","","1G"]"#));
+        assert_eq!(
+            m,
+            "invalid JSON: invalid type: list, expected a JSON object"
+        );
+        let m = msg(parse_volume(br#""v""#));
+        assert!(m.starts_with("invalid JSON: invalid type: string"), "{m}");
+        let m = msg(parse_volume(b"name: v\nsize: 1G\n"));
+        assert!(m.starts_with("invalid JSON: "), "{m}");
+    }
+
+    #[test]
+    fn volume_wrong_types_name_the_field() {
+        let m = msg(parse_volume(br#"{"name":"v","size":5}"#));
+        assert!(
+            m.starts_with("invalid JSON: size: invalid type: integer `5`"),
+            "{m}"
+        );
+        let m = msg(parse_volume(br#"{"name":["v"],"size":"1G"}"#));
+        assert!(m.starts_with("invalid JSON: name: invalid type"), "{m}");
+        let m = msg(parse_volume(
+            br#"{"name":"v","size":"1G","snapshotDirectory":false}"#,
+        ));
+        assert!(m.starts_with("invalid JSON: snapshotDirectory: "), "{m}");
+        let m = msg(parse_volume(
+            br#"{"name":"v","size":"1G","accessInformation":{"iscsiLunNumber":"x"}}"#,
+        ));
+        assert!(
+            m.starts_with("invalid JSON: accessInformation.iscsiLunNumber: "),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn volume_protocol() {
+        let m = msg(parse_volume(
+            br#"{"name":"v","size":"1G","protocol":"nfs"}"#,
+        ));
+        assert!(m.starts_with("invalid JSON: protocol: "), "{m}");
+        assert!(m.contains("nfs is an unsupported protocol"), "{m}");
+        for p in ["file", "block", ""] {
+            let body = format!(r#"{{"name":"v","size":"1G","protocol":"{p}"}}"#);
+            assert!(parse_volume(body.as_bytes()).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn volume_access_mode() {
+        let m = msg(parse_volume(
+            br#"{"name":"v","size":"1G","accessMode":"ReadWriteSometimes"}"#,
+        ));
+        assert_eq!(
+            m,
+            "invalid accessMode \"ReadWriteSometimes\"; acceptable values: ReadWriteOnce, \
+             ReadOnlyMany, ReadWriteMany, \"\""
+        );
+        assert_eq!(
+            msg(parse_volume(
+                br#"{"name":"v","size":"1G","accessMode":"ReadWriteMany","protocol":"block"}"#,
+            )),
+            "incompatible access mode (ReadWriteMany) and protocol (block)"
+        );
+        for mode in ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", ""] {
+            let body = format!(r#"{{"name":"v","size":"1G","accessMode":"{mode}"}}"#);
+            assert!(parse_volume(body.as_bytes()).is_ok(), "{mode}");
+        }
+    }
+
+    #[test]
+    fn volume_names() {
+        assert_eq!(
+            msg(parse_volume(br#"{"name":"a/b","size":"1G"}"#)),
+            "name must not contain '/'"
+        );
+        assert_eq!(
+            msg(parse_volume(br#"{"name":"..","size":"1G"}"#)),
+            "name must not be \".\" or \"..\""
+        );
+        assert_eq!(
+            msg(parse_volume(br#"{"name":"a\u0000b","size":"1G"}"#)),
+            "name must not contain NUL"
+        );
+        let long = format!(r#"{{"name":"{}","size":"1G"}}"#, "v".repeat(254));
+        assert_eq!(
+            msg(parse_volume(long.as_bytes())),
+            "name is longer than 253 bytes"
+        );
+        let ok = format!(r#"{{"name":"{}","size":"1G"}}"#, "v".repeat(253));
+        assert!(parse_volume(ok.as_bytes()).is_ok());
+        assert_eq!(
+            msg(parse_volume(
+                br#"{"name":"v","size":"1G","storageClass":"../gold"}"#
+            )),
+            "storageClass must not contain '/'"
+        );
+        assert_eq!(
+            msg(parse_volume(
+                br#"{"name":"v","size":"1G","cloneSourceVolume":"x\\y"}"#
+            )),
+            "cloneSourceVolume must not contain '\\'"
+        );
+    }
+
+    #[test]
+    fn volume_sizes() {
+        for ok in ["1", "1G", "1Gi", "1GiB", "1GB", " 20mi ", "1073741824"] {
+            let body = format!(r#"{{"name":"v","size":"{ok}"}}"#);
+            assert!(parse_volume(body.as_bytes()).is_ok(), "{ok}");
+        }
+        let m = msg(parse_volume(br#"{"name":"v","size":"0"}"#));
+        assert_eq!(m, "invalid size \"0\": size must be greater than zero");
+        let m = msg(parse_volume(br#"{"name":"v","size":"1.5Gi"}"#));
+        assert_eq!(m, "invalid size \"1.5Gi\": only whole numbers are allowed");
+        let m = msg(parse_volume(br#"{"name":"v","size":"0Gi"}"#));
+        assert_eq!(m, "invalid size \"0Gi\": size must be greater than zero");
+        for bad in [
+            "-1",
+            "-1G",
+            "1.5Gi",
+            "lots",
+            "1Q",
+            "99999999999999999999999",
+            "20000000000Yi",
+            "18446744073709551616",
+        ] {
+            let body = format!(r#"{{"name":"v","size":"{bad}"}}"#);
+            let m = msg(parse_volume(body.as_bytes()));
+            assert!(m.starts_with("invalid size \""), "{bad}: {m}");
+            assert!(m.len() < 300, "{m}");
+        }
+        let huge = format!(r#"{{"name":"v","size":"{}"}}"#, "9".repeat(100_000));
+        let m = msg(parse_volume(huge.as_bytes()));
+        assert!(m.starts_with("invalid size \""), "{m}");
+        assert!(m.len() < 400, "the message must not echo the whole value");
+    }
+
+    // ---- storage classes ----
+
+    #[test]
+    fn storage_class_ok() {
+        let sc = parse_storage_class(
+            br#"{"version":"1","name":"gold","attributes":{"snapshots":"true"},
+                 "storagePools":{"nas.*":["aggr1"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(sc.name, "gold");
+        assert_eq!(sc.storage_pools["nas.*"], vec!["aggr1".to_string()]);
+    }
+
+    #[test]
+    fn storage_class_errors() {
+        let m = msg(parse_storage_class(b"{\"name\":"));
+        assert!(m.starts_with("invalid JSON: "), "{m}");
+        assert!(!m.starts_with("invalid JSON: invalid JSON"), "{m}");
+        let m = msg(parse_storage_class(
+            br#"{"name":"gold","attributes":{"snapshots":true}}"#,
+        ));
+        assert!(m.starts_with("invalid JSON: "), "{m}");
+        let m = msg(parse_storage_class(
+            br#"{"name":"gold","attributes":{"colour":"blue"}}"#,
+        ));
+        assert!(m.contains("unrecognized storage attribute: colour"), "{m}");
+        assert_eq!(
+            msg(parse_storage_class(br#"{"name":"a/b"}"#)),
+            "name must not contain '/'"
+        );
+        assert_eq!(
+            msg(parse_storage_class(br#"{"name":""}"#)),
+            "name must not be empty"
+        );
+        let m = msg(parse_storage_class(
+            br#"{"name":"gold","storagePools":{"(":["aggr1"]}}"#,
+        ));
+        assert!(m.contains("storagePools"), "{m}");
+        let depth = 100_000;
+        let json = format!(
+            "{{\"name\":\"x\",\"attributes\":{}{}}}",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        assert!(parse_storage_class(json.as_bytes()).is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! `storch serve`: start the core, serve the REST API until SIGINT or SIGTERM, then stop the
+//! server and shut the core down cleanly.
+
+use std::io::Write;
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use crate::actors::{CoreError, CoreRuntime};
+use crate::cli::settings::ServeSettings;
+
+/// Exit status used when a second signal aborts a graceful shutdown.
+const FORCED_EXIT_CODE: i32 = 130;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("could not start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("could not install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("could not start the core: {0}")]
+    Core(#[source] CoreError),
+    #[error("could not listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the REST server failed: {0}")]
+    Server(#[source] std::io::Error),
+}
+
+/// Runs the server on a new multi-thread tokio runtime until a signal stops it.
+pub fn run(settings: ServeSettings) -> Result<(), ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("storch-worker")
+        .build()
+        .map_err(ServeError::Runtime)?;
+    runtime.block_on(serve(settings))
+}
+
+async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
+    // First, so that a signal arriving during start-up still leads to a clean stop.
+    let mut signals = Signals::install().map_err(ServeError::Signals)?;
+    if settings.insecure_listen {
+        tracing::warn!(
+            address = %settings.listen.ip(),
+            "listening on a non-loopback address without TLS or authentication \
+             (--insecure-listen): anyone who can reach this port controls storch"
+        );
+    }
+
+    tracing::info!(data_dir = %settings.data_dir.display(), "starting the core");
+    let core_runtime = CoreRuntime::start(settings.core_options())
+        .await
+        .map_err(ServeError::Core)?;
+
+    let listener = match bind(settings.listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            core_runtime.shutdown().await;
+            return Err(e);
+        }
+    };
+    let local = match listener.local_addr() {
+        Ok(local) => local,
+        Err(source) => {
+            core_runtime.shutdown().await;
+            return Err(ServeError::Bind {
+                addr: settings.listen,
+                source,
+            });
+        }
+    };
+    announce(local);
+    tracing::info!(address = %local, "REST API listening");
+
+    let shutdown = async move {
+        let signal = signals.recv().await;
+        tracing::info!(signal, "shutting down (send it again to exit at once)");
+        tokio::spawn(async move {
+            let signal = signals.recv().await;
+            tracing::warn!(signal, "second signal: exiting without a clean shutdown");
+            std::process::exit(FORCED_EXIT_CODE);
+        });
+    };
+    let served = crate::api::serve(listener, core_runtime.core(), shutdown).await;
+
+    tracing::info!("REST server stopped; shutting down the core");
+    core_runtime.shutdown().await;
+    tracing::info!("storch stopped");
+    served.map_err(ServeError::Server)
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// The one line on stdout, for people and for tests that start with `--port 0`.
+fn announce(local: SocketAddr) {
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{}", listening_line(local)).and_then(|()| stdout.flush());
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "could not write the listening line to stdout");
+    }
+}
+
+/// `storch listening on http://ADDR:PORT` (IPv6 addresses in brackets).
+pub fn listening_line(local: SocketAddr) -> String {
+    format!("storch listening on http://{local}")
+}
+
+/// SIGINT and SIGTERM (Ctrl-C elsewhere), registered once at start.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Signals {})
+        }
+    }
+
+    /// Waits for the next signal and names it.
+    async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => "SIGINT",
+                _ = self.terminate.recv() => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listening_line() {
+        assert_eq!(
+            listening_line("127.0.0.1:8000".parse().unwrap()),
+            "storch listening on http://127.0.0.1:8000"
+        );
+        assert_eq!(
+            listening_line("[::1]:41234".parse().unwrap()),
+            "storch listening on http://[::1]:41234"
+        );
+    }
+}
