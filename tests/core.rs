@@ -555,3 +555,58 @@ fn find_reason(ex: &storch::actors::Explanation, b: &str, p: &str, needle: &str)
         .iter()
         .any(|x| x.backend == b && x.pool == p && x.reasons.iter().any(|r| r.contains(needle)))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_failing_at_boot_is_shown_failed_and_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("array-mount");
+    std::fs::create_dir(&sub).unwrap();
+    let mut flaky = fake_backend("flaky", "file", &[("p", ssd())]);
+    flaky["statePath"] = json!(sub.join("array.json"));
+    {
+        let rt = start(dir.path()).await;
+        let core = rt.core();
+        core.add_backend(&ctx(), flaky).await.unwrap();
+        core.add_backend(&ctx(), fake_backend("solid", "file", &[("p", ssd())]))
+            .await
+            .unwrap();
+        core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+            .await
+            .unwrap();
+        rt.shutdown().await;
+    }
+    // The array's "mount" is gone: the recorded config no longer builds.
+    std::fs::remove_dir_all(&sub).unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    eventually("flaky shown failed", || {
+        matches!(
+            core.get_backend("flaky").map(|b| b.state),
+            Ok(BackendState::Failed(_))
+        )
+    })
+    .await;
+    eventually("solid online", || {
+        core.get_backend("solid")
+            .map(|b| b.state == BackendState::Online)
+            .unwrap_or(false)
+    })
+    .await;
+    // the rest of the server works: volumes land on the healthy backend
+    for i in 0..5 {
+        let v = core
+            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+            .await
+            .unwrap();
+        assert_eq!(v.backend, "solid");
+    }
+    // the mount comes back: the backend recovers on its own
+    std::fs::create_dir(&sub).unwrap();
+    eventually("flaky back online", || {
+        core.get_backend("flaky")
+            .map(|b| b.state == BackendState::Online)
+            .unwrap_or(false)
+    })
+    .await;
+    rt.shutdown().await;
+}

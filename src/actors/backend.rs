@@ -59,6 +59,8 @@ impl Handler<Stop> for BackendActor {
 
 pub(crate) struct BackendActor {
     name: String,
+    /// The full config (secrets included, memory only) to build the driver from, until built.
+    rebuild: Option<serde_json::Value>,
     status: Arc<BackendStatus>,
     limit: Arc<Semaphore>,
     shared: Arc<Shared>,
@@ -69,9 +71,15 @@ impl BackendActor {
     /// `status` starts `Online` for a driver discovered just now (added over the API), or
     /// `Initializing` for a backend from the log, whose driver is discovered in `started` with
     /// retries. `driver` is `None` when the recorded config no longer builds (shown failed).
-    pub fn new(name: String, status: Arc<BackendStatus>, shared: Arc<Shared>) -> BackendActor {
+    pub fn new(
+        name: String,
+        status: Arc<BackendStatus>,
+        shared: Arc<Shared>,
+        rebuild: Option<serde_json::Value>,
+    ) -> BackendActor {
         BackendActor {
             name,
+            rebuild,
             status,
             limit: Arc::new(Semaphore::new(DEFAULT_BACKEND_LIMIT)),
             shared,
@@ -80,8 +88,8 @@ impl BackendActor {
     }
 
     fn driver(&self) -> Result<Arc<dyn StorageDriver>, DriverError> {
-        match (&self.status.driver, self.status.state()) {
-            (Some(d), BackendState::Online | BackendState::Offline) => Ok(d.clone()),
+        match (self.status.driver(), self.status.state()) {
+            (Some(d), BackendState::Online | BackendState::Offline) => Ok(d),
             (_, BackendState::Failed(why)) => Err(DriverError::Unavailable(format!(
                 "backend {} is not available: {why}",
                 self.name
@@ -93,8 +101,29 @@ impl BackendActor {
         }
     }
 
+    /// Shows the backend failed and tries again later (exponential backoff).
+    fn retry_init(&mut self, ctx: &mut Context<Self>, e: DriverError) {
+        self.init_attempts += 1;
+        let delay = backoff(self.init_attempts);
+        tracing::warn!(backend = %self.name, error = %e, retry_in = ?delay,
+            "backend failed to initialise");
+        self.status.set_state(BackendState::Failed(e.to_string()));
+        ctx.run_later(delay, |act, ctx| act.initialise(ctx));
+    }
+
     fn initialise(&mut self, ctx: &mut Context<Self>) {
-        let Some(driver) = self.status.driver.clone() else {
+        if self.status.driver().is_none()
+            && let Some(doc) = &self.rebuild
+        {
+            match crate::drivers::build_driver(doc) {
+                Ok(built) => {
+                    self.status.set_driver(built.driver);
+                    self.rebuild = None;
+                }
+                Err(e) => return self.retry_init(ctx, e),
+            }
+        }
+        let Some(driver) = self.status.driver() else {
             return;
         };
         let shared = self.shared.clone();
@@ -123,14 +152,7 @@ impl BackendActor {
                 let shared = act.shared.clone();
                 ctx.spawn(async move { super::class::rematch_all(&shared).await }.into_actor(act));
             }
-            Err(e) => {
-                act.init_attempts += 1;
-                let delay = backoff(act.init_attempts);
-                tracing::warn!(backend = %act.name, error = %e, retry_in = ?delay,
-                    "backend failed to initialise");
-                act.status.set_state(BackendState::Failed(e.to_string()));
-                ctx.run_later(delay, |act, ctx| act.initialise(ctx));
-            }
+            Err(e) => act.retry_init(ctx, e),
         }));
     }
 }

@@ -262,9 +262,7 @@ impl Core {
         start_backend(
             &self.shared,
             &name,
-            Some(prepared.driver),
-            BackendState::Online,
-            Some(prepared.discovery),
+            DriverSource::Ready(prepared.driver, prepared.discovery),
         );
         super::class::rematch_all(&self.shared).await;
         tracing::info!(backend = %name, "backend added");
@@ -365,9 +363,7 @@ impl Core {
         start_backend(
             &self.shared,
             &new_name,
-            Some(prepared.driver),
-            BackendState::Online,
-            Some(prepared.discovery),
+            DriverSource::Ready(prepared.driver, prepared.discovery),
         );
         super::class::rematch_all(&self.shared).await;
         tracing::info!(backend = %new_name, "backend updated");
@@ -445,7 +441,7 @@ impl Core {
             .collect();
         let config = slot
             .as_ref()
-            .and_then(|s| s.status.driver.as_ref().map(|d| d.external_config()))
+            .and_then(|s| s.status.driver().map(|d| d.external_config()))
             .unwrap_or_else(|| serde_json::from_str(&rec.config).unwrap_or_default());
         let state = match slot {
             Some(s) if !rec.online && s.status.state() == BackendState::Online => {
@@ -871,19 +867,41 @@ impl Core {
     }
 }
 
+/// Where a backend actor gets its driver.
+pub(crate) enum DriverSource {
+    /// Built and discovered just now (added or updated over the API): online at once.
+    Ready(
+        Arc<dyn crate::drivers::StorageDriver>,
+        crate::drivers::Discovery,
+    ),
+    /// A config from the log (secrets merged back): built and discovered by the actor, with
+    /// retries, while the backend shows `initializing`/`failed`.
+    Build(serde_json::Value),
+    /// The recorded config cannot be used at all (e.g. its secrets cannot be unsealed).
+    Broken(String),
+}
+
 /// Starts a backend actor and registers it.
-pub(crate) fn start_backend(
-    shared: &Arc<Shared>,
-    name: &str,
-    driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
-    state: BackendState,
-    discovery: Option<crate::drivers::Discovery>,
-) {
-    let status = Arc::new(BackendStatus::new(state, driver));
-    if let Some(disc) = discovery {
-        *write(&status.free_bytes) = disc.free_bytes;
-    }
-    let actor = super::backend::BackendActor::new(name.to_string(), status.clone(), shared.clone());
+pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSource) {
+    let (status, rebuild) = match source {
+        DriverSource::Ready(driver, discovery) => {
+            let status = BackendStatus::new(BackendState::Online, Some(driver));
+            *write(&status.free_bytes) = discovery.free_bytes;
+            (status, None)
+        }
+        DriverSource::Build(doc) => (
+            BackendStatus::new(BackendState::Initializing, None),
+            Some(doc),
+        ),
+        DriverSource::Broken(why) => (BackendStatus::new(BackendState::Failed(why), None), None),
+    };
+    let status = Arc::new(status);
+    let actor = super::backend::BackendActor::new(
+        name.to_string(),
+        status.clone(),
+        shared.clone(),
+        rebuild,
+    );
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     write(&shared.backends).insert(name.to_string(), BackendSlot { addr, status });
 }

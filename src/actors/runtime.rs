@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use super::handle::{
-    BackendState, Core, CoreError, CoreOptions, Readiness, start_backend, start_class,
+    Core, CoreError, CoreOptions, DriverSource, Readiness, start_backend, start_class,
 };
 use super::shared::{Shared, read, write};
 use crate::log::{EventLog, LogError};
@@ -196,28 +196,19 @@ async fn boot(shared: Arc<Shared>) {
         }
     }
     for (name, rec) in backends {
-        let built = serde_json::from_str::<serde_json::Value>(&rec.config)
-            .map_err(|e| e.to_string())
-            .and_then(|mut doc| {
-                if let Some(sealed) = &rec.secrets {
-                    let secrets = shared.secrets.unseal(sealed).map_err(|e| e.to_string())?;
-                    crate::secrets::merge(&mut doc, &secrets);
-                }
-                crate::drivers::build_driver(&doc).map_err(|e| e.to_string())
-            });
-        match built {
-            Ok(b) => start_backend(
-                &shared,
-                &name,
-                Some(b.driver),
-                BackendState::Initializing,
-                None,
-            ),
-            Err(e) => {
-                tracing::error!(backend = %name, error = %e, "recorded backend config does not build");
-                start_backend(&shared, &name, None, BackendState::Failed(e), None);
+        let mut source = serde_json::from_str::<serde_json::Value>(&rec.config)
+            .map(DriverSource::Build)
+            .unwrap_or_else(|e| DriverSource::Broken(format!("recorded config is not JSON: {e}")));
+        if let (DriverSource::Build(doc), Some(sealed)) = (&mut source, &rec.secrets) {
+            match shared.secrets.unseal(sealed) {
+                Ok(secrets) => crate::secrets::merge(doc, &secrets),
+                Err(e) => source = DriverSource::Broken(e.to_string()),
             }
         }
+        if let DriverSource::Broken(why) = &source {
+            tracing::error!(backend = %name, error = %why, "recorded backend cannot be started");
+        }
+        start_backend(&shared, &name, source);
     }
     super::class::rematch_all(&shared).await;
     *write(&shared.readiness) = Readiness::Ready;

@@ -21,9 +21,9 @@ use crate::secrets::SecretBox;
 #[derive(Debug)]
 pub(crate) struct BackendStatus {
     pub state: RwLock<BackendState>,
-    /// The driver (`None` when the recorded config no longer builds). Fixed for the life of
-    /// the actor: an update starts a new actor with a new status.
-    pub driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
+    /// The driver, once built (a backend from the log builds it in its actor, with retries).
+    /// An update starts a new actor with a new status.
+    driver: RwLock<Option<Arc<dyn crate::drivers::StorageDriver>>>,
     /// Free bytes per pool, as last discovered and adjusted by creates/deletes.
     pub free_bytes: RwLock<BTreeMap<String, u64>>,
     /// Driver calls waiting for a concurrency permit.
@@ -39,7 +39,7 @@ impl BackendStatus {
     ) -> BackendStatus {
         BackendStatus {
             state: RwLock::new(state),
-            driver,
+            driver: RwLock::new(driver),
             free_bytes: RwLock::new(BTreeMap::new()),
             queued: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -48,6 +48,14 @@ impl BackendStatus {
 
     pub fn state(&self) -> BackendState {
         read(&self.state).clone()
+    }
+
+    pub fn driver(&self) -> Option<Arc<dyn crate::drivers::StorageDriver>> {
+        read(&self.driver).clone()
+    }
+
+    pub fn set_driver(&self, driver: Arc<dyn crate::drivers::StorageDriver>) {
+        *write(&self.driver) = Some(driver);
     }
 
     pub fn set_state(&self, state: BackendState) {

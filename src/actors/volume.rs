@@ -236,7 +236,7 @@ async fn call(shared: &Shared, backend: &str, c: DriverCall) -> Result<CallOutpu
 fn internal_name(shared: &Shared, backend: &str, volume: &str) -> Result<String, DriverError> {
     shared
         .backend(backend)
-        .and_then(|slot| slot.status.driver.as_ref().map(|d| d.internal_name(volume)))
+        .and_then(|slot| slot.status.driver().map(|d| d.internal_name(volume)))
         .ok_or_else(|| DriverError::Unavailable(format!("backend {backend} is not running")))
 }
 
