@@ -13,7 +13,7 @@ use crate::api::error::{ApiError, Op};
 use crate::api::input;
 
 /// `POST /trident/v1/backend`: 201 `{"backend":"<name>"}`; JSON or YAML body. An existing name
-/// is an update (the core decides), still 201 as in Trident.
+/// is an update (the core decides), still 201 as in Trident. (The core logs adds and updates.)
 pub(crate) async fn add<C: CoreApi>(
     State(core): State<C>,
     ctx: ReqCtx,
@@ -24,7 +24,6 @@ pub(crate) async fn add<C: CoreApi>(
     let bytes = call.body(&headers, body).await?;
     let doc = call.input(input::parse_backend_doc(&bytes))?;
     let name = call.core(core.add_backend(call.ctx(), doc).await)?;
-    tracing::info!(backend = %name, "backend added");
     call.reply(StatusCode::CREATED, &BackendNameResponse { backend: name })
 }
 
@@ -41,7 +40,6 @@ pub(crate) async fn update<C: CoreApi>(
     let bytes = call.body(&headers, body).await?;
     let doc = call.input(input::parse_backend_doc(&bytes))?;
     let new_name = call.core(core.update_backend(call.ctx(), &name, doc).await)?;
-    tracing::info!(backend = %name, new_name = %new_name, "backend updated");
     call.reply(StatusCode::OK, &BackendNameResponse { backend: new_name })
 }
 
