@@ -1191,3 +1191,20 @@ async fn real_core_smoke() {
     drop(app);
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn backend_errors_never_echo_the_request_secrets() {
+    let app = app(Fake::with(|s| {
+        s.fail = Some(CoreError::Invalid(
+            "unknown storage driver: canary-pw-8472".into(),
+        ))
+    }));
+    let r = post(&app, "/trident/v1/backend", BACKEND).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json,
+        json!({"backend": "", "error": "unknown storage driver: <redacted>"})
+    );
+    let r = post(&app, "/trident/v1/backend/b1", BACKEND).await;
+    assert_eq!(r.json["error"], "unknown storage driver: <redacted>");
+}

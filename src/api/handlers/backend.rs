@@ -10,7 +10,7 @@ use super::{Call, ReqCtx};
 use crate::api::core_api::CoreApi;
 use crate::api::dto::{BackendListResponse, BackendNameResponse, BackendResponse, EmptyResponse};
 use crate::api::error::{ApiError, Op};
-use crate::api::input;
+use crate::api::{input, redact};
 
 /// `POST /trident/v1/backend`: 201 `{"backend":"<name>"}`; JSON or YAML body. An existing name
 /// is an update (the core decides), still 201 as in Trident. (The core logs adds and updates.)
@@ -23,7 +23,8 @@ pub(crate) async fn add<C: CoreApi>(
     let call = Call::new(Op::AddBackend, ctx);
     let bytes = call.body(&headers, body).await?;
     let doc = call.input(input::parse_backend_doc(&bytes))?;
-    let name = call.core(core.add_backend(call.ctx(), doc).await)?;
+    let secrets = redact::secret_values(&doc);
+    let name = call.core_scrubbed(core.add_backend(call.ctx(), doc).await, &secrets)?;
     call.reply(StatusCode::CREATED, &BackendNameResponse { backend: name })
 }
 
@@ -39,7 +40,9 @@ pub(crate) async fn update<C: CoreApi>(
     let name = call.path_name("backend name", path)?;
     let bytes = call.body(&headers, body).await?;
     let doc = call.input(input::parse_backend_doc(&bytes))?;
-    let new_name = call.core(core.update_backend(call.ctx(), &name, doc).await)?;
+    let secrets = redact::secret_values(&doc);
+    let new_name =
+        call.core_scrubbed(core.update_backend(call.ctx(), &name, doc).await, &secrets)?;
     call.reply(StatusCode::OK, &BackendNameResponse { backend: new_name })
 }
 
