@@ -404,3 +404,154 @@ async fn concurrent_creates_of_one_name_make_one_volume() {
     assert_eq!(ok, 1);
     rt.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_resize_and_clone_from_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    core.add_backend(
+        &ctx(),
+        fake_backend("b", "file", &[("fast", ssd()), ("slow", hdd())]),
+    )
+    .await
+    .unwrap();
+    core.add_storage_class(
+        &ctx(),
+        class(json!({"name": "fast", "attributes": {"media": "ssd"}})),
+    )
+    .await
+    .unwrap();
+    core.add_storage_class(
+        &ctx(),
+        class(json!({"name": "slow", "attributes": {"media": "hdd"}})),
+    )
+    .await
+    .unwrap();
+    core.add_volume(&ctx(), volume("v", "1Gi", "fast"))
+        .await
+        .unwrap();
+    let snap = core.create_snapshot(&ctx(), "v", "s1").await.unwrap();
+    assert_eq!(snap.volume, "v");
+    assert!(snap.created_ms.is_some());
+    assert!(matches!(
+        core.create_snapshot(&ctx(), "v", "s1").await,
+        Err(CoreError::AlreadyExists(_))
+    ));
+    assert!(matches!(
+        core.create_snapshot(&ctx(), "v", "../x").await,
+        Err(CoreError::Invalid(_))
+    ));
+    assert_eq!(core.list_snapshots(Some("v")).unwrap().len(), 1);
+    // clone from the snapshot
+    let mut req = volume("c", "", "");
+    req.clone_source_volume = "v".into();
+    req.clone_source_snapshot = "s1".into();
+    let c = core.add_volume(&ctx(), req.clone()).await.unwrap();
+    assert_eq!(c.config.clone_source_snapshot, "s1");
+    req.name = "c2".into();
+    req.clone_source_snapshot = "nope".into();
+    assert!(matches!(
+        core.add_volume(&ctx(), req).await,
+        Err(CoreError::NotFound(_))
+    ));
+    // resize: grow, refuse shrink, size stored verbatim
+    let v = core.resize_volume(&ctx(), "v", "2Gi").await.unwrap();
+    assert_eq!(v.config.size, "2Gi");
+    assert!(matches!(
+        core.resize_volume(&ctx(), "v", "1Gi").await,
+        Err(CoreError::Invalid(_))
+    ));
+    // a pool that does not offer snapshots refuses clearly
+    core.add_volume(&ctx(), volume("h", "1Gi", "slow"))
+        .await
+        .unwrap();
+    let err = core.create_snapshot(&ctx(), "h", "s").await.unwrap_err();
+    assert!(
+        matches!(err, CoreError::Failed(ref m) if m.contains("does not offer snapshots")),
+        "{err:?}"
+    );
+    core.delete_snapshot(&ctx(), "v", "s1").await.unwrap();
+    assert!(core.list_snapshots(Some("v")).unwrap().is_empty());
+    assert!(matches!(
+        core.delete_snapshot(&ctx(), "v", "s1").await,
+        Err(CoreError::NotFound(_))
+    ));
+    rt.shutdown().await;
+    // everything survives a restart
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    assert_eq!(core.get_volume("v").unwrap().config.size, "2Gi");
+    assert!(core.list_snapshots(None).unwrap().is_empty());
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_gives_every_pool_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    core.add_backend(
+        &ctx(),
+        fake_backend("nas", "file", &[("fast", ssd()), ("slow", hdd())]),
+    )
+    .await
+    .unwrap();
+    core.add_backend(&ctx(), fake_backend("san", "block", &[("fast", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(
+        &ctx(),
+        class(json!({"name": "gold", "attributes": {"media": "ssd"}, "excludeStoragePools": {"san": ["fast"]}})),
+    )
+    .await
+    .unwrap();
+    let ex = core
+        .explain("gold", storch::model::Protocol::File, Some(1 << 30))
+        .unwrap();
+    assert_eq!(ex.pools.len(), 3);
+    let find = |b: &str, p: &str| {
+        ex.pools
+            .iter()
+            .find(|x| x.backend == b && x.pool == p)
+            .unwrap()
+    };
+    assert!(find("nas", "fast").candidate);
+    let slow = find("nas", "slow");
+    assert!(!slow.candidate);
+    assert!(slow.reasons[0].contains("media"), "{:?}", slow.reasons);
+    let san = find("san", "fast");
+    assert!(
+        san.reasons.iter().any(|r| r.contains("exclude")),
+        "{:?}",
+        san.reasons
+    );
+    assert!(
+        san.reasons.iter().any(|r| r.contains("protocol")),
+        "{:?}",
+        san.reasons
+    );
+    let ex = core
+        .explain("gold", storch::model::Protocol::Any, Some(1 << 50))
+        .unwrap();
+    assert!(find_reason(&ex, "nas", "fast", "capacity"));
+    assert!(matches!(
+        core.explain("nope", storch::model::Protocol::Any, None),
+        Err(CoreError::NotFound(_))
+    ));
+    // a failed create points at the explanation
+    let mut v = volume("x", "1Gi", "gold");
+    v.protocol = storch::model::Protocol::Block;
+    let err = core.add_volume(&ctx(), v).await.unwrap_err();
+    assert!(
+        err.to_string().contains("storch explain storageclass gold"),
+        "{err}"
+    );
+    rt.shutdown().await;
+}
+
+fn find_reason(ex: &storch::actors::Explanation, b: &str, p: &str, needle: &str) -> bool {
+    ex.pools
+        .iter()
+        .any(|x| x.backend == b && x.pool == p && x.reasons.iter().any(|r| r.contains(needle)))
+}

@@ -10,7 +10,9 @@ use tokio::sync::Semaphore;
 
 use super::handle::BackendState;
 use super::shared::{BackendStatus, Shared, write};
-use crate::drivers::{CloneRequest, CreateRequest, DriverError, StorageDriver, VolumeInfo};
+use crate::drivers::{
+    CloneRequest, CreateRequest, DriverError, SnapshotInfo, StorageDriver, VolumeInfo,
+};
 use crate::events::{BackendEvent, Event};
 
 /// Concurrent driver calls per backend.
@@ -23,12 +25,18 @@ pub(crate) enum DriverCall {
     Clone(CloneRequest),
     Get(String),
     Destroy(String),
+    Resize(String, u64),
+    CreateSnapshot(String, String),
+    ListSnapshots(String),
+    DeleteSnapshot(String, String),
 }
 
 #[derive(Debug)]
 pub(crate) enum CallOutput {
     Volume(VolumeInfo),
     MaybeVolume(Option<VolumeInfo>),
+    Snapshot(SnapshotInfo),
+    Snapshots(Vec<SnapshotInfo>),
     Done,
 }
 
@@ -246,6 +254,27 @@ async fn run_call(
             if let Some(info) = existing {
                 adjust_free(status, &info.pool, info.size_bytes, true);
             }
+            CallOutput::Done
+        }
+        DriverCall::Resize(name, size) => {
+            let before = driver.get(&name).await.ok().flatten();
+            driver.resize(&name, size).await?;
+            if let Some(info) = before {
+                adjust_free(
+                    status,
+                    &info.pool,
+                    size.saturating_sub(info.size_bytes),
+                    false,
+                );
+            }
+            CallOutput::Done
+        }
+        DriverCall::CreateSnapshot(vol, snap) => {
+            CallOutput::Snapshot(driver.create_snapshot(&vol, &snap).await?)
+        }
+        DriverCall::ListSnapshots(vol) => CallOutput::Snapshots(driver.list_snapshots(&vol).await?),
+        DriverCall::DeleteSnapshot(vol, snap) => {
+            driver.delete_snapshot(&vol, &snap).await?;
             CallOutput::Done
         }
     })

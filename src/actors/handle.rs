@@ -638,10 +638,16 @@ impl Core {
             config.access_information.iscsi_initiator_secret = crate::secrets::REDACTED.into();
             config.access_information.iscsi_target_secret = crate::secrets::REDACTED.into();
         }
+        // Trident shows clones with an empty pool.
+        let pool = if config.clone_source_volume.is_empty() {
+            rec.pool
+        } else {
+            String::new()
+        };
         Ok(VolumeView {
             config,
             backend: rec.backend,
-            pool: rec.pool,
+            pool,
             orphaned: rec.orphaned,
             state: rec.state,
             last_error: rec.last_error,
@@ -656,6 +662,212 @@ impl Core {
             .read(|s| s.volumes.keys().cloned().collect());
         names.sort();
         Ok(names)
+    }
+}
+
+/// A snapshot of a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotView {
+    pub volume: String,
+    pub name: String,
+    /// Unix milliseconds; `None` while it is being made.
+    pub created_ms: Option<u64>,
+    pub size_bytes: u64,
+}
+
+/// Why one pool would or would not take a volume of a class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolExplanation {
+    pub backend: String,
+    pub pool: String,
+    /// Whether a create would try this pool now.
+    pub candidate: bool,
+    /// Every reason it would not (empty for candidates); the class verdict comes first.
+    pub reasons: Vec<String>,
+}
+
+/// The placement explanation for a class: every pool of every backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    pub storage_class: String,
+    pub protocol: Protocol,
+    pub size_bytes: Option<u64>,
+    pub pools: Vec<PoolExplanation>,
+}
+
+impl Core {
+    fn validate_snapshot_name(snapshot: &str) -> Result<(), CoreError> {
+        crate::model::validate_name("snapshot", snapshot)
+            .map_err(|e| CoreError::Invalid(e.to_string()))
+    }
+
+    /// Takes a snapshot of a volume; refused where the volume's pool does not offer snapshots.
+    pub async fn create_snapshot(
+        &self,
+        ctx: &RequestCtx,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<SnapshotView, CoreError> {
+        self.shared.ensure_ready()?;
+        Self::validate_snapshot_name(snapshot)?;
+        super::volume::send(&self.shared, volume, || super::volume::CreateSnapshot {
+            ctx: ctx.clone(),
+            snapshot: snapshot.to_string(),
+        })
+        .await??;
+        self.get_snapshot(volume, snapshot)
+    }
+
+    pub async fn delete_snapshot(
+        &self,
+        ctx: &RequestCtx,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<(), CoreError> {
+        self.shared.ensure_ready()?;
+        super::volume::send(&self.shared, volume, || super::volume::DeleteSnapshot {
+            ctx: ctx.clone(),
+            snapshot: snapshot.to_string(),
+        })
+        .await?
+    }
+
+    pub fn get_snapshot(&self, volume: &str, snapshot: &str) -> Result<SnapshotView, CoreError> {
+        self.list_snapshots(Some(volume))?
+            .into_iter()
+            .find(|s| s.name == snapshot)
+            .ok_or_else(|| {
+                CoreError::NotFound(format!("snapshot {snapshot} of volume {volume} not found"))
+            })
+    }
+
+    /// Snapshots of one volume, or of every volume; sorted by volume, then name.
+    pub fn list_snapshots(&self, volume: Option<&str>) -> Result<Vec<SnapshotView>, CoreError> {
+        self.shared.ensure_ready()?;
+        let mut out: Vec<SnapshotView> = self.shared.projection.read(|s| {
+            let views = |name: &String, v: &crate::projections::VolumeRecord| {
+                v.snapshots
+                    .iter()
+                    .map(|(snap, r)| SnapshotView {
+                        volume: name.clone(),
+                        name: snap.clone(),
+                        created_ms: r.created_ms,
+                        size_bytes: r.size_bytes,
+                    })
+                    .collect::<Vec<_>>()
+            };
+            match volume {
+                Some(name) => s
+                    .volumes
+                    .get_key_value(name)
+                    .map(|(n, v)| views(n, v))
+                    .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found"))),
+                None => Ok(s.volumes.iter().flat_map(|(n, v)| views(n, v)).collect()),
+            }
+        })?;
+        out.sort_by(|a, b| (&a.volume, &a.name).cmp(&(&b.volume, &b.name)));
+        Ok(out)
+    }
+
+    /// Grows a volume to `size` (parsed like a create's size and stored verbatim).
+    pub async fn resize_volume(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        size: &str,
+    ) -> Result<VolumeView, CoreError> {
+        self.shared.ensure_ready()?;
+        let size_bytes = crate::model::parse_size(size)
+            .map_err(|e| CoreError::Invalid(format!("invalid size: {e}")))?;
+        if size_bytes == 0 {
+            return Err(CoreError::Invalid(
+                "invalid size: size must be greater than zero".into(),
+            ));
+        }
+        super::volume::send(&self.shared, name, || super::volume::ResizeVolume {
+            ctx: ctx.clone(),
+            size: size.to_string(),
+            size_bytes,
+        })
+        .await??;
+        self.volume_view(name)
+    }
+
+    /// For every pool of every backend: would a create in `class` (with `protocol` and `size`)
+    /// try it, and if not, why.
+    pub fn explain(
+        &self,
+        class: &str,
+        protocol: Protocol,
+        size_bytes: Option<u64>,
+    ) -> Result<Explanation, CoreError> {
+        self.shared.ensure_ready()?;
+        let config = self
+            .shared
+            .projection
+            .read(|s| s.classes.get(class).cloned())
+            .ok_or_else(|| CoreError::NotFound(format!("storage class {class} was not found")))?;
+        let compiled = crate::model::CompiledClass::compile(config).map_err(CoreError::Internal)?;
+        let backends = self.shared.projection.read(|s| s.backends.clone());
+        let mut pools = Vec::new();
+        for (name, rec) in &backends {
+            let slot = self.shared.backend(name);
+            let free = slot
+                .as_ref()
+                .map(|s| read(&s.status.free_bytes).clone())
+                .unwrap_or_default();
+            let state = slot.as_ref().map(|s| s.status.state());
+            for pool in &rec.pools {
+                let mut reasons = Vec::new();
+                let verdict = compiled.check(name, pool);
+                if !verdict.is_match() {
+                    reasons.push(verdict.to_string());
+                }
+                if !rec.online {
+                    reasons.push(format!(
+                        "backend {name} is offline (deleted while it still has volumes)"
+                    ));
+                } else {
+                    match &state {
+                        Some(BackendState::Online) => {}
+                        Some(BackendState::Failed(why)) => {
+                            reasons.push(format!("backend {name} has failed: {why}"))
+                        }
+                        Some(other) => {
+                            reasons.push(format!("backend {name} is {}", other.as_str()))
+                        }
+                        None => reasons.push(format!("backend {name} is not running")),
+                    }
+                }
+                if protocol != Protocol::Any && rec.protocol != protocol {
+                    reasons.push(format!(
+                        "protocol mismatch: the class was asked for {protocol}, backend {name} serves {}",
+                        if rec.protocol == Protocol::Any { "any" } else { rec.protocol.as_str() }
+                    ));
+                }
+                if let (Some(size), Some(free)) = (size_bytes, free.get(&pool.name))
+                    && *free < size
+                {
+                    reasons.push(format!(
+                        "not enough free capacity: {} requested, {} free",
+                        crate::model::format_size(size),
+                        crate::model::format_size(*free)
+                    ));
+                }
+                pools.push(PoolExplanation {
+                    backend: name.clone(),
+                    pool: pool.name.clone(),
+                    candidate: reasons.is_empty(),
+                    reasons,
+                });
+            }
+        }
+        Ok(Explanation {
+            storage_class: class.to_string(),
+            protocol,
+            size_bytes,
+            pools,
+        })
     }
 }
 

@@ -14,7 +14,7 @@ mod shared;
 mod volume;
 
 pub use handle::{
-    BackendState, BackendView, Core, CoreError, CoreOptions, PoolView, Readiness, RequestCtx,
-    StorageClassView, VolumeState, VolumeView,
+    BackendState, BackendView, Core, CoreError, CoreOptions, Explanation, PoolExplanation,
+    PoolView, Readiness, RequestCtx, SnapshotView, StorageClassView, VolumeState, VolumeView,
 };
 pub use runtime::CoreRuntime;

@@ -63,7 +63,7 @@ impl CoreRuntime {
 
         let shared = Arc::new(Shared {
             opts,
-            log: Arc::new(log),
+            log: RwLock::new(Some(Arc::new(log))),
             projection: Arc::new(Projection::default()),
             secrets,
             arbiter,
@@ -109,8 +109,12 @@ impl CoreRuntime {
         if *read(&self.shared.readiness) == Readiness::Ready {
             checkpoint(&self.shared).await;
         }
-        let writer_started = write(&self.shared.appender).take().is_some();
-        if writer_started && let Err(e) = self.shared.log.shutdown().await {
+        write(&self.shared.appender).take();
+        *write(&self.shared.readiness) = Readiness::Failed("storch has stopped".into());
+        let log = write(&self.shared.log).take();
+        if let Some(log) = log
+            && let Err(e) = log.shutdown().await
+        {
             tracing::error!(error = %e, "event log did not close cleanly");
         }
     }
@@ -144,9 +148,10 @@ fn replay(log: &EventLog) -> Result<State, LogError> {
 }
 
 async fn boot(shared: Arc<Shared>) {
-    let log = shared.log.clone();
+    let Some(log) = shared.log() else { return };
     let started = std::time::Instant::now();
-    let state = match tokio::task::spawn_blocking(move || replay(&log)).await {
+    let replay_log = log.clone();
+    let state = match tokio::task::spawn_blocking(move || replay(&replay_log)).await {
         Ok(Ok(state)) => state,
         Ok(Err(e)) => {
             tracing::error!(error = %e, "event log replay failed; refusing to start");
@@ -173,11 +178,13 @@ async fn boot(shared: Arc<Shared>) {
     let pending: Vec<String> = state
         .volumes
         .iter()
-        .filter(|(_, v)| v.state != VolumeState::Online)
+        .filter(|(_, v)| {
+            v.state != VolumeState::Online || v.snapshots.values().any(|s| s.created_ms.is_none())
+        })
         .map(|(n, _)| n.clone())
         .collect();
     shared.projection.replace(state);
-    let appender = shared.log.start_writer(shared.projection.clone());
+    let appender = log.start_writer(shared.projection.clone());
     *write(&shared.appender) = Some(appender);
 
     for (name, config) in classes {
@@ -235,7 +242,8 @@ async fn checkpoint(shared: &Shared) {
     if seq == 0 {
         return;
     }
-    match shared.log.save_checkpoint(seq, bytes).await {
+    let Some(log) = shared.log() else { return };
+    match log.save_checkpoint(seq, bytes).await {
         Ok(()) => tracing::debug!(seq, "checkpoint written"),
         Err(e) => tracing::warn!(seq, error = %e, "checkpoint failed"),
     }

@@ -70,7 +70,8 @@ pub(crate) struct ClassSlot {
 
 pub(crate) struct Shared {
     pub opts: CoreOptions,
-    pub log: Arc<EventLog>,
+    /// Taken (and so closed) at shutdown.
+    pub log: RwLock<Option<Arc<EventLog>>>,
     pub projection: Arc<Projection>,
     pub secrets: SecretBox,
     pub arbiter: ArbiterHandle,
@@ -118,6 +119,10 @@ impl Shared {
             CoreError::Unavailable(format!("the event log refuses writes: {e}"))
         })?;
         Ok(seqs.last().copied().unwrap_or(0))
+    }
+
+    pub fn log(&self) -> Option<Arc<EventLog>> {
+        read(&self.log).clone()
     }
 
     pub fn backend(&self, name: &str) -> Option<BackendSlot> {
@@ -180,12 +185,21 @@ impl Shared {
         });
         if candidates.is_empty() {
             return Err(CoreError::Failed(format!(
-                "no available backends for storage class {class}"
+                "no available backends for storage class {class}; {}",
+                explain_hint(class)
             )));
         }
         shuffle(&mut candidates, seed);
         Ok(candidates)
     }
+}
+
+/// Where a failed create points the user.
+pub(crate) fn explain_hint(class: &str) -> String {
+    format!(
+        "`storch explain storageclass {class}` (GET /trident/v1/storageclass/{class}/explain) \
+         shows why each pool was or was not used"
+    )
 }
 
 /// Fisher–Yates with splitmix64: reproducible from the seed recorded in `PlacementPlanned`,

@@ -13,7 +13,7 @@ use super::handle::{CoreError, RequestCtx};
 use super::shared::Shared;
 use crate::drivers::{CloneRequest, CreateRequest, DriverError, VolumeInfo};
 use crate::events::{BackendEvent, Event, VolumeEvent};
-use crate::model::{PoolRef, Protocol, VolumeConfig};
+use crate::model::{Offer, PoolRef, Protocol, VolumeConfig};
 use crate::projections::{VolumeRecord, VolumeState};
 
 #[derive(Message)]
@@ -199,6 +199,25 @@ impl Handler<Reconcile> for VolumeActor {
     }
 }
 
+/// Refuses an operation the volume's pool does not offer (`snapshots`, `clones`): a pool that
+/// offers `false` refuses here; a pool that says nothing about it leaves it to the driver
+/// (Trident never checked, and fake pools often omit these offers).
+fn require_offer(shared: &Shared, pool: &PoolRef, attribute: &str) -> Result<(), CoreError> {
+    let offer = shared.projection.read(|s| {
+        s.backends
+            .get(&pool.backend)
+            .and_then(|b| b.pools.iter().find(|p| p.name == pool.pool))
+            .map(|p| p.offers.get(attribute).cloned())
+    });
+    match offer {
+        Some(Some(Offer::Bool(false))) => Err(CoreError::Failed(format!(
+            "pool {} of backend {} does not offer {attribute}",
+            pool.pool, pool.backend
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn record(shared: &Shared, name: &str) -> Option<VolumeRecord> {
     shared.projection.read(|s| s.volumes.get(name).cloned())
 }
@@ -297,21 +316,20 @@ fn clone_plan(
     config.internal_name.clear();
     config.access_information = Default::default();
     config.version = "1".to_string();
-    let pool = if source.pool.is_empty() {
-        // A clone of a clone: its pool is the one the array reports.
-        source
-            .candidates
-            .first()
-            .map(|p| p.pool.clone())
-            .unwrap_or_default()
-    } else {
-        source.pool.clone()
-    };
-    Ok((
-        config,
-        source.size_bytes,
-        vec![PoolRef::new(source.backend, pool)],
-    ))
+    if !config.clone_source_snapshot.is_empty()
+        && !source
+            .snapshots
+            .get(&config.clone_source_snapshot)
+            .is_some_and(|s| s.created_ms.is_some())
+    {
+        return Err(CoreError::NotFound(format!(
+            "snapshot {} of volume {} not found",
+            config.clone_source_snapshot, config.clone_source_volume
+        )));
+    }
+    let pool = PoolRef::new(source.backend, source.pool);
+    require_offer(shared, &pool, "clones")?;
+    Ok((config, source.size_bytes, vec![pool]))
 }
 
 /// Tries the candidates in order (skipping ones already failed), recording each outcome.
@@ -358,8 +376,9 @@ async fn place(
     );
     shared.append(request_id, vec![ev]).await?;
     Err(CoreError::Failed(format!(
-        "encountered error(s) in creating the volume: {}",
-        errors.join(", ")
+        "encountered error(s) in creating the volume: {}; {}",
+        errors.join(", "),
+        super::shared::explain_hint(&config.storage_class)
     )))
 }
 
@@ -549,7 +568,7 @@ async fn reconcile(shared: &Arc<Shared>, name: &str) -> bool {
         return false;
     };
     match rec.state {
-        VolumeState::Online => false,
+        VolumeState::Online => reconcile_snapshots(shared, name, &rec).await,
         VolumeState::Deleting => delete(shared, name, "reconcile").await.is_err(),
         VolumeState::Creating => match reconcile_create(shared, name, &rec).await {
             Ok(()) => false,
@@ -602,4 +621,233 @@ async fn reconcile_create(
         Ok(()) | Err(CoreError::Failed(_)) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), CoreError>")]
+pub(crate) struct CreateSnapshot {
+    pub ctx: RequestCtx,
+    pub snapshot: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), CoreError>")]
+pub(crate) struct DeleteSnapshot {
+    pub ctx: RequestCtx,
+    pub snapshot: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), CoreError>")]
+pub(crate) struct ResizeVolume {
+    pub ctx: RequestCtx,
+    pub size: String,
+    pub size_bytes: u64,
+}
+
+/// Runs a one-shot operation atomically on the actor (no retries of its own).
+macro_rules! atomic_op {
+    ($msg:ty, $run:expr) => {
+        impl Handler<$msg> for VolumeActor {
+            type Result = AtomicResponse<Self, Result<(), CoreError>>;
+
+            fn handle(&mut self, msg: $msg, _ctx: &mut Self::Context) -> Self::Result {
+                self.touch();
+                let shared = self.shared.clone();
+                let name = self.name.clone();
+                AtomicResponse::new(Box::pin(
+                    async move { $run(&shared, &name, msg).await }
+                        .into_actor(self)
+                        .map(|res, act, _| {
+                            act.touch();
+                            res
+                        }),
+                ))
+            }
+        }
+    };
+}
+
+atomic_op!(CreateSnapshot, create_snapshot);
+atomic_op!(DeleteSnapshot, delete_snapshot);
+atomic_op!(ResizeVolume, resize);
+
+/// The volume, which must be online, and where it lives.
+fn online(shared: &Shared, name: &str) -> Result<(VolumeRecord, PoolRef), CoreError> {
+    let rec = record(shared, name)
+        .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found")))?;
+    if rec.state != VolumeState::Online {
+        return Err(CoreError::Failed(format!(
+            "volume {name} is {}; try again when it is online",
+            rec.state.as_str()
+        )));
+    }
+    let pool = PoolRef::new(rec.backend.clone(), rec.pool.clone());
+    Ok((rec, pool))
+}
+
+/// `SnapshotRequested` → driver → `SnapshotCreated` | `SnapshotCreationFailed`.
+async fn create_snapshot(
+    shared: &Arc<Shared>,
+    name: &str,
+    msg: CreateSnapshot,
+) -> Result<(), CoreError> {
+    let (rec, pool) = online(shared, name)?;
+    if rec.snapshots.contains_key(&msg.snapshot) {
+        return Err(CoreError::AlreadyExists(format!(
+            "snapshot {} of volume {name} already exists",
+            msg.snapshot
+        )));
+    }
+    require_offer(shared, &pool, "snapshots")?;
+    let rid = &msg.ctx.request_id;
+    let requested = VolumeEvent::SnapshotRequested {
+        snapshot: msg.snapshot.clone(),
+    };
+    shared
+        .append(rid, vec![Event::volume(name, requested)])
+        .await?;
+    finish_snapshot(shared, name, rid, &rec, &pool, &msg.snapshot).await
+}
+
+async fn finish_snapshot(
+    shared: &Shared,
+    name: &str,
+    rid: &str,
+    rec: &VolumeRecord,
+    pool: &PoolRef,
+    snapshot: &str,
+) -> Result<(), CoreError> {
+    let internal = rec.config.internal_name.clone();
+    let made = call(
+        shared,
+        &pool.backend,
+        DriverCall::CreateSnapshot(internal.clone(), snapshot.into()),
+    )
+    .await;
+    let made = match made {
+        Ok(CallOutput::Snapshot(info)) => Ok(info),
+        Ok(other) => Err(DriverError::Other(format!(
+            "unexpected driver answer {other:?}"
+        ))),
+        // Adopt a snapshot that the array already has (an interrupted earlier attempt).
+        Err(
+            e @ (DriverError::AlreadyExists(_)
+            | DriverError::Unavailable(_)
+            | DriverError::Other(_)),
+        ) => match call(shared, &pool.backend, DriverCall::ListSnapshots(internal)).await {
+            Ok(CallOutput::Snapshots(list)) => {
+                list.into_iter().find(|s| s.name == snapshot).ok_or(e)
+            }
+            _ => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    match made {
+        Ok(info) => {
+            let ev = VolumeEvent::SnapshotCreated {
+                snapshot: snapshot.into(),
+                created_ms: info.created_ms,
+                size_bytes: info.size_bytes,
+            };
+            shared.append(rid, vec![Event::volume(name, ev)]).await?;
+            Ok(())
+        }
+        Err(e) if e.is_retryable() => Err(CoreError::Unavailable(format!(
+            "snapshot {snapshot} of volume {name}: {e}; it is retried in the background"
+        ))),
+        Err(e) => {
+            let ev = VolumeEvent::SnapshotCreationFailed {
+                snapshot: snapshot.into(),
+                error: e.to_string(),
+            };
+            shared.append(rid, vec![Event::volume(name, ev)]).await?;
+            Err(driver_failure(
+                e,
+                format!("creating snapshot {snapshot} of volume {name} failed"),
+            ))
+        }
+    }
+}
+
+/// Maps a driver refusal to the error a client sees.
+fn driver_failure(e: DriverError, what: String) -> CoreError {
+    match e {
+        DriverError::NotFound(m) => CoreError::NotFound(format!("{what}: {m}")),
+        DriverError::AlreadyExists(m) => CoreError::AlreadyExists(format!("{what}: {m}")),
+        DriverError::Invalid(m) => CoreError::Invalid(format!("{what}: {m}")),
+        DriverError::Unavailable(m) => CoreError::Unavailable(format!("{what}: {m}")),
+        other => CoreError::Failed(format!("{what}: {other}")),
+    }
+}
+
+/// Idempotent destroy on the array, then `SnapshotDeleted`.
+async fn delete_snapshot(
+    shared: &Arc<Shared>,
+    name: &str,
+    msg: DeleteSnapshot,
+) -> Result<(), CoreError> {
+    let (rec, pool) = online(shared, name)?;
+    if !rec.snapshots.contains_key(&msg.snapshot) {
+        return Err(CoreError::NotFound(format!(
+            "snapshot {} of volume {name} not found",
+            msg.snapshot
+        )));
+    }
+    let c = DriverCall::DeleteSnapshot(rec.config.internal_name.clone(), msg.snapshot.clone());
+    call(shared, &pool.backend, c).await.map_err(|e| {
+        driver_failure(
+            e,
+            format!("deleting snapshot {} of volume {name} failed", msg.snapshot),
+        )
+    })?;
+    let ev = VolumeEvent::SnapshotDeleted {
+        snapshot: msg.snapshot,
+    };
+    shared
+        .append(&msg.ctx.request_id, vec![Event::volume(name, ev)])
+        .await?;
+    Ok(())
+}
+
+/// Grows the volume on the array, then `VolumeResized` (a retry after a crash in between is
+/// harmless: resizing to the same size again is idempotent).
+async fn resize(shared: &Arc<Shared>, name: &str, msg: ResizeVolume) -> Result<(), CoreError> {
+    let (rec, pool) = online(shared, name)?;
+    if msg.size_bytes < rec.size_bytes {
+        return Err(CoreError::Invalid(format!(
+            "size: volume {name} is {} bytes; shrinking to {} is not supported",
+            rec.size_bytes, msg.size_bytes
+        )));
+    }
+    if msg.size_bytes == rec.size_bytes {
+        return Ok(());
+    }
+    let c = DriverCall::Resize(rec.config.internal_name.clone(), msg.size_bytes);
+    call(shared, &pool.backend, c)
+        .await
+        .map_err(|e| driver_failure(e, format!("resizing volume {name} failed")))?;
+    let ev = VolumeEvent::Resized {
+        size: msg.size,
+        size_bytes: msg.size_bytes,
+    };
+    shared
+        .append(&msg.ctx.request_id, vec![Event::volume(name, ev)])
+        .await?;
+    Ok(())
+}
+
+/// Finishes snapshots whose intent was recorded but whose outcome was not.
+async fn reconcile_snapshots(shared: &Arc<Shared>, name: &str, rec: &VolumeRecord) -> bool {
+    let pool = PoolRef::new(rec.backend.clone(), rec.pool.clone());
+    let mut retry = false;
+    for (snap, s) in &rec.snapshots {
+        if s.created_ms.is_none()
+            && let Err(CoreError::Unavailable(_)) =
+                finish_snapshot(shared, name, "reconcile", rec, &pool, snap).await
+        {
+            retry = true;
+        }
+    }
+    retry
 }

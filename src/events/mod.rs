@@ -88,6 +88,30 @@ pub enum VolumeEvent {
     OrphanedChanged {
         orphaned: bool,
     },
+    // Variants are only ever appended: bincode encodes the variant index, so appending keeps
+    // every older log decodable under the same schema version.
+    /// A snapshot was asked for: durable before the array is touched.
+    SnapshotRequested {
+        snapshot: String,
+    },
+    /// The array made the snapshot (or it was found there when reconciling).
+    SnapshotCreated {
+        snapshot: String,
+        created_ms: u64,
+        size_bytes: u64,
+    },
+    SnapshotCreationFailed {
+        snapshot: String,
+        error: String,
+    },
+    SnapshotDeleted {
+        snapshot: String,
+    },
+    /// The array grew the volume; `size` is the new size as the client gave it.
+    Resized {
+        size: String,
+        size_bytes: u64,
+    },
 }
 
 /// An event of any stream, with the stream's object name.
@@ -154,6 +178,11 @@ impl Event {
                 VolumeEvent::DeleteFailed { .. } => "VolumeDeleteFailed",
                 VolumeEvent::Deleted => "VolumeDeleted",
                 VolumeEvent::OrphanedChanged { .. } => "VolumeOrphanedChanged",
+                VolumeEvent::SnapshotRequested { .. } => "SnapshotRequested",
+                VolumeEvent::SnapshotCreated { .. } => "SnapshotCreated",
+                VolumeEvent::SnapshotCreationFailed { .. } => "SnapshotCreationFailed",
+                VolumeEvent::SnapshotDeleted { .. } => "SnapshotDeleted",
+                VolumeEvent::Resized { .. } => "VolumeResized",
             },
         }
     }

@@ -48,7 +48,8 @@ pub struct VolumeRecord {
     pub config: VolumeConfig,
     pub size_bytes: u64,
     pub state: VolumeState,
-    /// Empty until created.
+    /// Empty until created. `pool` is where the array put it (the API shows clones with an
+    /// empty pool, as Trident does).
     pub backend: String,
     pub pool: String,
     pub access_secrets: Option<Sealed>,
@@ -59,6 +60,15 @@ pub struct VolumeRecord {
     pub orphaned: bool,
     pub last_error: Option<String>,
     pub delete_attempts: u32,
+    /// Snapshots by name.
+    pub snapshots: BTreeMap<String, SnapshotRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+pub struct SnapshotRecord {
+    /// `None` while the snapshot is being made (intent recorded, outcome not yet).
+    pub created_ms: Option<u64>,
+    pub size_bytes: u64,
 }
 
 /// Everything the log says, folded.
@@ -166,6 +176,7 @@ impl State {
                     orphaned: false,
                     last_error: None,
                     delete_attempts: 0,
+                    snapshots: BTreeMap::new(),
                 },
             );
             return;
@@ -192,12 +203,7 @@ impl State {
             } => {
                 vol.state = VolumeState::Online;
                 vol.backend = pool.backend.clone();
-                // Trident shows clones with an empty pool.
-                vol.pool = if vol.config.clone_source_volume.is_empty() {
-                    pool.pool.clone()
-                } else {
-                    String::new()
-                };
+                vol.pool = pool.pool.clone();
                 vol.config.internal_name = internal_name.clone();
                 vol.config.protocol = *protocol;
                 vol.config.access_information = access.clone();
@@ -227,6 +233,36 @@ impl State {
             }
             VolumeEvent::OrphanedChanged { orphaned } => {
                 vol.orphaned = *orphaned;
+            }
+            VolumeEvent::SnapshotRequested { snapshot } => {
+                vol.snapshots.insert(
+                    snapshot.clone(),
+                    SnapshotRecord {
+                        created_ms: None,
+                        size_bytes: 0,
+                    },
+                );
+            }
+            VolumeEvent::SnapshotCreated {
+                snapshot,
+                created_ms,
+                size_bytes,
+            } => {
+                vol.snapshots.insert(
+                    snapshot.clone(),
+                    SnapshotRecord {
+                        created_ms: Some(*created_ms),
+                        size_bytes: *size_bytes,
+                    },
+                );
+            }
+            VolumeEvent::SnapshotCreationFailed { snapshot, .. }
+            | VolumeEvent::SnapshotDeleted { snapshot } => {
+                vol.snapshots.remove(snapshot);
+            }
+            VolumeEvent::Resized { size, size_bytes } => {
+                vol.config.size = size.clone();
+                vol.size_bytes = *size_bytes;
             }
         }
     }
