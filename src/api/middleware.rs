@@ -69,7 +69,7 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     .await;
 
     let status = response.status().as_u16();
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let latency_ms = started.elapsed().as_micros() as f64 / 1000.0;
     span.in_scope(|| tracing::info!(status, latency_ms, "request finished"));
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);

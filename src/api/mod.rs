@@ -19,6 +19,7 @@ pub mod error;
 mod handlers;
 pub mod input;
 mod middleware;
+mod redact;
 
 use std::future::Future;
 use std::time::Duration;

@@ -952,7 +952,7 @@ async fn logs_carry_request_ids_but_never_bodies() {
     assert!(logs.contains("trace-me-1"), "{logs}");
     assert!(logs.contains("request finished"), "{logs}");
     assert!(logs.contains("status=201"), "{logs}");
-    assert!(logs.contains("backend added"), "{logs}");
+    assert!(logs.contains("op=\"add_backend\""), "{logs}");
     assert!(!logs.contains("canary-pw-8472"), "{logs}");
 }
 
@@ -1116,4 +1116,95 @@ async fn huge_chunked_upload_is_cut_off_on_the_socket() {
     assert!(sent.is_err(), "the whole 256 MiB was accepted: {sent:?}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real core, through `router`
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_core_smoke() {
+    use crate::actors::{CoreOptions, CoreRuntime, Readiness};
+
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = CoreRuntime::start(CoreOptions {
+        data_dir: dir.path().to_path_buf(),
+        ..CoreOptions::default()
+    })
+    .await
+    .unwrap();
+    let core = runtime.core();
+    for _ in 0..500 {
+        if core.readiness() == Readiness::Ready {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let app = router(core);
+
+    let yaml = concat!(
+        "version: 1\n",
+        "storageDriverName: fake\n",
+        "backendName: nas1\n",
+        "instanceName: nas1\n",
+        "protocol: file\n",
+        "password: canary-pw-8472\n",
+        "pools:\n",
+        "  p1:\n",
+        "    sizeBytes: 10737418240\n",
+        "    attributes:\n",
+        "      media: {offer: [ssd]}\n",
+    );
+    let r = post(&app, "/trident/v1/backend", yaml).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json, json!({"backend": "nas1"}));
+    let r = get(&app, "/trident/v1/backend/nas1").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["backend"]["storage"]["p1"]["name"], "p1");
+    assert!(!String::from_utf8_lossy(&r.raw).contains("canary-pw-8472"));
+
+    let class = r#"{"version":"1","name":"gold","attributes":{"media":"ssd"}}"#;
+    let r = post(&app, "/trident/v1/storageclass", class).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    let r = post(&app, "/trident/v1/storageclass", class).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.json);
+
+    let vol = r#"{"name":"v1","size":"1GiB","storageClass":"gold"}"#;
+    let r = post(&app, "/trident/v1/volume", vol).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json, json!({"backend": "nas1"}));
+    let r = post(&app, "/trident/v1/volume", vol).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.json);
+    let r = get(&app, "/trident/v1/volume/v1").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["volume"]["Config"]["size"], "1GiB");
+    assert_eq!(r.json["volume"]["pool"], "p1");
+    assert_eq!(r.json["volume"]["state"], "online");
+
+    let r = delete(&app, "/trident/v1/volume/v1").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = delete(&app, "/trident/v1/volume/v1").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.json);
+    let r = get(&app, "/trident/v1/backend/nope").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.json);
+    assert_eq!(r.json["backend"], Value::Null);
+
+    drop(app);
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn backend_errors_never_echo_the_request_secrets() {
+    let app = app(Fake::with(|s| {
+        s.fail = Some(CoreError::Invalid(
+            "unknown storage driver: canary-pw-8472".into(),
+        ))
+    }));
+    let r = post(&app, "/trident/v1/backend", BACKEND).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json,
+        json!({"backend": "", "error": "unknown storage driver: <redacted>"})
+    );
+    let r = post(&app, "/trident/v1/backend/b1", BACKEND).await;
+    assert_eq!(r.json["error"], "unknown storage driver: <redacted>");
 }

@@ -10,10 +10,10 @@ use super::{Call, ReqCtx};
 use crate::api::core_api::CoreApi;
 use crate::api::dto::{BackendListResponse, BackendNameResponse, BackendResponse, EmptyResponse};
 use crate::api::error::{ApiError, Op};
-use crate::api::input;
+use crate::api::{input, redact};
 
 /// `POST /trident/v1/backend`: 201 `{"backend":"<name>"}`; JSON or YAML body. An existing name
-/// is an update (the core decides), still 201 as in Trident.
+/// is an update (the core decides), still 201 as in Trident. (The core logs adds and updates.)
 pub(crate) async fn add<C: CoreApi>(
     State(core): State<C>,
     ctx: ReqCtx,
@@ -23,8 +23,8 @@ pub(crate) async fn add<C: CoreApi>(
     let call = Call::new(Op::AddBackend, ctx);
     let bytes = call.body(&headers, body).await?;
     let doc = call.input(input::parse_backend_doc(&bytes))?;
-    let name = call.core(core.add_backend(call.ctx(), doc).await)?;
-    tracing::info!(backend = %name, "backend added");
+    let secrets = redact::secret_values(&doc);
+    let name = call.core_scrubbed(core.add_backend(call.ctx(), doc).await, &secrets)?;
     call.reply(StatusCode::CREATED, &BackendNameResponse { backend: name })
 }
 
@@ -40,8 +40,9 @@ pub(crate) async fn update<C: CoreApi>(
     let name = call.path_name("backend name", path)?;
     let bytes = call.body(&headers, body).await?;
     let doc = call.input(input::parse_backend_doc(&bytes))?;
-    let new_name = call.core(core.update_backend(call.ctx(), &name, doc).await)?;
-    tracing::info!(backend = %name, new_name = %new_name, "backend updated");
+    let secrets = redact::secret_values(&doc);
+    let new_name =
+        call.core_scrubbed(core.update_backend(call.ctx(), &name, doc).await, &secrets)?;
     call.reply(StatusCode::OK, &BackendNameResponse { backend: new_name })
 }
 

@@ -65,6 +65,15 @@ impl Call {
         r.map_err(|e| self.fail(ErrorKind::Core(e)))
     }
 
+    /// Like [`Call::core`], with the request's `secrets` cut out of the error message.
+    pub(crate) fn core_scrubbed<T>(
+        &self,
+        r: Result<T, CoreError>,
+        secrets: &[String],
+    ) -> Result<T, ApiError> {
+        r.map_err(|e| self.fail(ErrorKind::Core(super::redact::scrub_core_error(e, secrets))))
+    }
+
     /// The name in the path, decoded and checked; `field` names it in errors.
     pub(crate) fn path_name(
         &self,

@@ -12,21 +12,23 @@ use crate::cli::settings::ServeSettings;
 /// Exit status used when a second signal aborts a graceful shutdown.
 const FORCED_EXIT_CODE: i32 = 130;
 
+/// Why `storch serve` stopped with an error. Messages leave the cause to `source()`, so
+/// `{:#}` chains (as the binary prints them) show each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("could not start the async runtime: {0}")]
+    #[error("could not start the async runtime")]
     Runtime(#[source] std::io::Error),
-    #[error("could not install signal handlers: {0}")]
+    #[error("could not install signal handlers")]
     Signals(#[source] std::io::Error),
-    #[error("could not start the core: {0}")]
+    #[error("could not start the core")]
     Core(#[source] CoreError),
-    #[error("could not listen on {addr}: {source}")]
+    #[error("could not listen on {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("the REST server failed: {0}")]
+    #[error("the REST server failed")]
     Server(#[source] std::io::Error),
 }
 
