@@ -105,10 +105,10 @@ fn cut_userinfo(s: &str) -> Option<(String, String)> {
 pub fn merge(doc: &mut Value, secrets: &BTreeMap<String, Value>) {
     for (path, val) in secrets {
         if let Some(ptr) = path.strip_suffix("#userinfo") {
-            if let (Some(Value::String(s)), Some(info)) = (doc.pointer_mut(ptr), val.as_str()) {
-                if let Some(i) = s.find("://") {
-                    s.insert_str(i + 3, &format!("{info}@"));
-                }
+            if let (Some(Value::String(s)), Some(info)) = (doc.pointer_mut(ptr), val.as_str())
+                && let Some(i) = s.find("://")
+            {
+                s.insert_str(i + 3, &format!("{info}@"));
             }
             continue;
         }

@@ -146,7 +146,7 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
     }
     let known: BTreeSet<String> = names.iter().cloned().collect();
     assert_eq!(known.len(), names.len(), "every volume is listed once");
-    let acked = acked.lock().unwrap();
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
     assert!(
         !acked.live.is_empty(),
         "the load made no volumes at all; log:\n{}",

@@ -153,10 +153,10 @@ async fn generate_fixture_0001() {
         pool: PoolRef::new("lab", p),
         internal_name: "x".into(),
         protocol: Protocol::File,
-        access: AccessInfo {
+        access: Box::new(AccessInfo {
             nfs_server_ip: "192.0.2.1".into(),
             ..Default::default()
-        },
+        }),
         secrets: None,
         adopted: false,
     };
@@ -209,7 +209,7 @@ async fn generate_fixture_0001() {
             Event::volume(
                 "vol-a",
                 VolumeEvent::Requested {
-                    config: vol("vol-a"),
+                    config: Box::new(vol("vol-a")),
                     size_bytes: 1 << 30,
                 },
             ),
@@ -233,7 +233,7 @@ async fn generate_fixture_0001() {
             Event::volume(
                 "vol-b",
                 VolumeEvent::Requested {
-                    config: vol("vol-b"),
+                    config: Box::new(vol("vol-b")),
                     size_bytes: 1 << 30,
                 },
             ),
@@ -258,7 +258,7 @@ async fn generate_fixture_0001() {
             Event::volume(
                 "vol-c",
                 VolumeEvent::Requested {
-                    config: vol("vol-c"),
+                    config: Box::new(vol("vol-c")),
                     size_bytes: 2 << 30,
                 },
             ),
@@ -321,7 +321,7 @@ async fn generate_fixture_0001() {
             Event::volume(
                 "vol-d",
                 VolumeEvent::Requested {
-                    config: vol("vol-d"),
+                    config: Box::new(vol("vol-d")),
                     size_bytes: 1 << 30,
                 },
             ),

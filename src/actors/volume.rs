@@ -268,7 +268,7 @@ async fn create(
         Event::volume(
             name,
             VolumeEvent::Requested {
-                config: config.clone(),
+                config: Box::new(config.clone()),
                 size_bytes,
             },
         ),
@@ -317,10 +317,10 @@ fn clone_plan(
     config.access_information = Default::default();
     config.version = "1".to_string();
     if !config.clone_source_snapshot.is_empty()
-        && !source
+        && source
             .snapshots
             .get(&config.clone_source_snapshot)
-            .is_some_and(|s| s.created_ms.is_some())
+            .is_none_or(|s| s.created_ms.is_none())
     {
         return Err(CoreError::NotFound(format!(
             "snapshot {} of volume {} not found",
@@ -481,7 +481,7 @@ async fn record_created(
             pool,
             internal_name: info.internal_name,
             protocol,
-            access,
+            access: Box::new(access),
             secrets,
             adopted,
         },

@@ -52,7 +52,7 @@ pub enum StorageClassEvent {
 pub enum VolumeEvent {
     /// The intent: durable before any array is touched. `size_bytes` is the parsed `size`.
     Requested {
-        config: VolumeConfig,
+        config: Box<VolumeConfig>,
         size_bytes: u64,
     },
     /// Candidate pools in the order they will be tried, and the shuffle seed.
@@ -70,7 +70,7 @@ pub enum VolumeEvent {
         pool: PoolRef,
         internal_name: String,
         protocol: Protocol,
-        access: AccessInfo,
+        access: Box<AccessInfo>,
         secrets: Option<Sealed>,
         adopted: bool,
     },

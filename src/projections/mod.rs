@@ -162,6 +162,7 @@ impl State {
 
     fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
         if let VolumeEvent::Requested { config, size_bytes } = event {
+            let config: &VolumeConfig = config;
             self.volumes.insert(
                 name.to_string(),
                 VolumeRecord {
@@ -206,7 +207,7 @@ impl State {
                 vol.pool = pool.pool.clone();
                 vol.config.internal_name = internal_name.clone();
                 vol.config.protocol = *protocol;
-                vol.config.access_information = access.clone();
+                vol.config.access_information = (**access).clone();
                 vol.access_secrets = secrets.clone();
                 vol.candidates.clear();
                 vol.failed.clear();
