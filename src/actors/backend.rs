@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use super::handle::BackendState;
 use super::shared::{BackendStatus, Shared, write};
@@ -29,6 +30,21 @@ pub(crate) enum DriverCall {
     CreateSnapshot(String, String),
     ListSnapshots(String),
     DeleteSnapshot(String, String),
+}
+
+impl DriverCall {
+    fn kind(&self) -> &'static str {
+        match self {
+            DriverCall::Create(_) => "create",
+            DriverCall::Clone(_) => "clone",
+            DriverCall::Get(_) => "get",
+            DriverCall::Destroy(_) => "destroy",
+            DriverCall::Resize(..) => "resize",
+            DriverCall::CreateSnapshot(..) => "create_snapshot",
+            DriverCall::ListSnapshots(_) => "list_snapshots",
+            DriverCall::DeleteSnapshot(..) => "delete_snapshot",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -243,10 +259,17 @@ impl Handler<Call> for BackendActor {
             status.queued.fetch_sub(1, Ordering::Relaxed);
             let _permit = permit.map_err(|_| DriverError::Unavailable("backend stopped".into()))?;
             status.in_flight.fetch_add(1, Ordering::Relaxed);
-            let out = run_call(&*driver, call, &status).await;
+            let kind = call.kind();
+            let started = std::time::Instant::now();
+            let span = tracing::debug_span!("driver", %backend, call = kind);
+            let out = run_call(&*driver, call, &status).instrument(span).await;
             status.in_flight.fetch_sub(1, Ordering::Relaxed);
+            let outcome = if out.is_ok() { "ok" } else { "error" };
+            metrics::histogram!("storch_driver_call_seconds", "backend" => backend.clone(),
+                "call" => kind, "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
             if let Err(e) = &out {
-                tracing::debug!(%backend, error = %e, "driver call failed");
+                tracing::debug!(%backend, call = kind, error = %e, "driver call failed");
             }
             out
         })

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use super::shared::{BackendSlot, BackendStatus, ClassSlot, Shared, read, write};
+use super::shared::{BackendSlot, BackendStatus, ClassSlot, Shared, observe, read, write};
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{Offer, Protocol, StorageClassConfig, VolumeConfig};
 pub use crate::projections::VolumeState;
@@ -191,6 +191,120 @@ fn driver_error(e: crate::drivers::DriverError) -> CoreError {
 }
 
 impl Core {
+    /// Adds a backend from its config document (JSON value; YAML is converted by the caller).
+    /// An existing name is an update. Returns the backend name.
+    pub async fn add_backend(
+        &self,
+        ctx: &RequestCtx,
+        doc: serde_json::Value,
+    ) -> Result<String, CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.add_backend_impl(ctx, doc).await;
+        observe("add_backend", started, &result);
+        result
+    }
+
+    /// Updates backend `name`; returns the (possibly new) name.
+    pub async fn update_backend(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        doc: serde_json::Value,
+    ) -> Result<String, CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.update_backend_impl(ctx, name, doc).await;
+        observe("update_backend", started, &result);
+        result
+    }
+
+    /// Deletes a backend without volumes, or takes one with volumes offline.
+    pub async fn delete_backend(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.delete_backend_impl(ctx, name).await;
+        observe("delete_backend", started, &result);
+        result
+    }
+
+    pub async fn add_storage_class(
+        &self,
+        ctx: &RequestCtx,
+        config: StorageClassConfig,
+    ) -> Result<String, CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.add_storage_class_impl(ctx, config).await;
+        observe("add_storage_class", started, &result);
+        result
+    }
+
+    pub async fn delete_storage_class(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.delete_storage_class_impl(ctx, name).await;
+        observe("delete_storage_class", started, &result);
+        result
+    }
+
+    /// Creates a volume (or a clone when `cloneSourceVolume` is set); returns it once the
+    /// outcome is durable.
+    pub async fn add_volume(
+        &self,
+        ctx: &RequestCtx,
+        config: VolumeConfig,
+    ) -> Result<VolumeView, CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.add_volume_impl(ctx, config).await;
+        observe("create_volume", started, &result);
+        result
+    }
+
+    pub async fn delete_volume(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.delete_volume_impl(ctx, name).await;
+        observe("delete_volume", started, &result);
+        result
+    }
+
+    /// Takes a snapshot of a volume; refused where the volume's pool does not offer snapshots.
+    pub async fn create_snapshot(
+        &self,
+        ctx: &RequestCtx,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<SnapshotView, CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.create_snapshot_impl(ctx, volume, snapshot).await;
+        observe("create_snapshot", started, &result);
+        result
+    }
+
+    pub async fn delete_snapshot(
+        &self,
+        ctx: &RequestCtx,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<(), CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.delete_snapshot_impl(ctx, volume, snapshot).await;
+        observe("delete_snapshot", started, &result);
+        result
+    }
+
+    /// Grows a volume to `size` (parsed like a create's size and stored verbatim).
+    pub async fn resize_volume(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        size: &str,
+    ) -> Result<VolumeView, CoreError> {
+        let started = std::time::Instant::now();
+        let result = self.resize_volume_impl(ctx, name, size).await;
+        observe("resize_volume", started, &result);
+        result
+    }
+
     pub fn readiness(&self) -> Readiness {
         read(&self.shared.readiness).clone()
     }
@@ -222,9 +336,7 @@ impl Core {
         })
     }
 
-    /// Adds a backend from its config document (JSON value; YAML is converted by the caller).
-    /// An existing name is an update. Returns the backend name.
-    pub async fn add_backend(
+    async fn add_backend_impl(
         &self,
         ctx: &RequestCtx,
         doc: serde_json::Value,
@@ -269,8 +381,7 @@ impl Core {
         Ok(name)
     }
 
-    /// Updates backend `name`; returns the (possibly new) name.
-    pub async fn update_backend(
+    async fn update_backend_impl(
         &self,
         ctx: &RequestCtx,
         name: &str,
@@ -370,8 +481,7 @@ impl Core {
         Ok(new_name)
     }
 
-    /// Deletes a backend without volumes, or takes one with volumes offline.
-    pub async fn delete_backend(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+    async fn delete_backend_impl(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
         self.shared.ensure_ready()?;
         let _admin = self.shared.admin.lock().await;
         let in_use = self.shared.projection.read(|s| {
@@ -474,7 +584,7 @@ impl Core {
         }))
     }
 
-    pub async fn add_storage_class(
+    async fn add_storage_class_impl(
         &self,
         ctx: &RequestCtx,
         config: StorageClassConfig,
@@ -506,7 +616,7 @@ impl Core {
         Ok(name)
     }
 
-    pub async fn delete_storage_class(
+    async fn delete_storage_class_impl(
         &self,
         ctx: &RequestCtx,
         name: &str,
@@ -559,9 +669,7 @@ impl Core {
             .read(|s| s.classes.keys().cloned().collect()))
     }
 
-    /// Creates a volume (or a clone when `cloneSourceVolume` is set); returns it once the
-    /// outcome is durable.
-    pub async fn add_volume(
+    async fn add_volume_impl(
         &self,
         ctx: &RequestCtx,
         mut config: VolumeConfig,
@@ -603,7 +711,7 @@ impl Core {
         self.volume_view(&name)
     }
 
-    pub async fn delete_volume(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+    async fn delete_volume_impl(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
         self.shared.ensure_ready()?;
         if !self
             .shared
@@ -697,8 +805,7 @@ impl Core {
             .map_err(|e| CoreError::Invalid(e.to_string()))
     }
 
-    /// Takes a snapshot of a volume; refused where the volume's pool does not offer snapshots.
-    pub async fn create_snapshot(
+    async fn create_snapshot_impl(
         &self,
         ctx: &RequestCtx,
         volume: &str,
@@ -714,7 +821,7 @@ impl Core {
         self.get_snapshot(volume, snapshot)
     }
 
-    pub async fn delete_snapshot(
+    async fn delete_snapshot_impl(
         &self,
         ctx: &RequestCtx,
         volume: &str,
@@ -765,8 +872,7 @@ impl Core {
         Ok(out)
     }
 
-    /// Grows a volume to `size` (parsed like a create's size and stored verbatim).
-    pub async fn resize_volume(
+    async fn resize_volume_impl(
         &self,
         ctx: &RequestCtx,
         name: &str,

@@ -6,6 +6,7 @@
 //! - `shared`: what actors and the handle share; the placement policy (scheduler).
 //! - `handle`: `Core`, the handle; `runtime`: start-up, replay, shutdown.
 
+mod audit;
 mod backend;
 mod class;
 pub mod handle;
@@ -13,6 +14,7 @@ mod runtime;
 mod shared;
 mod volume;
 
+pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats};
 pub use handle::{
     BackendState, BackendView, Core, CoreError, CoreOptions, Explanation, PoolExplanation,
     PoolView, Readiness, RequestCtx, SnapshotView, StorageClassView, VolumeState, VolumeView,

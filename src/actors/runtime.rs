@@ -72,6 +72,7 @@ impl CoreRuntime {
             backends: RwLock::new(HashMap::new()),
             classes: RwLock::new(HashMap::new()),
             volumes: Mutex::new(HashMap::new()),
+            followers: tokio::sync::broadcast::channel(4096).0,
             admin: tokio::sync::Mutex::new(()),
         });
         let boot = tokio::spawn(boot(shared.clone()));
@@ -184,7 +185,10 @@ async fn boot(shared: Arc<Shared>) {
         .map(|(n, _)| n.clone())
         .collect();
     shared.projection.replace(state);
-    let appender = log.start_writer(shared.projection.clone());
+    let appender = log.start_writer(Arc::new(super::audit::Sink {
+        projection: shared.projection.clone(),
+        followers: shared.followers.clone(),
+    }));
     *write(&shared.appender) = Some(appender);
 
     for (name, config) in classes {

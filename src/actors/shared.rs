@@ -89,6 +89,8 @@ pub(crate) struct Shared {
     pub backends: RwLock<HashMap<String, BackendSlot>>,
     pub classes: RwLock<HashMap<String, ClassSlot>>,
     pub volumes: Mutex<HashMap<String, Addr<VolumeActor>>>,
+    /// Committed envelopes, for `Core::follow`.
+    pub followers: tokio::sync::broadcast::Sender<Arc<crate::log::Envelope>>,
     /// Serialises backend and storage-class commands (rare; volumes never take it).
     pub admin: tokio::sync::Mutex<()>,
 }
@@ -122,7 +124,10 @@ impl Shared {
                 payload: crate::events::encode(e),
             })
             .collect();
-        let seqs = appender.append(request_id, batch).await.map_err(|e| {
+        let started = std::time::Instant::now();
+        let result = appender.append(request_id, batch).await;
+        metrics::histogram!("storch_log_append_seconds").record(started.elapsed().as_secs_f64());
+        let seqs = result.map_err(|e| {
             tracing::error!(error = %e, "event log append failed");
             CoreError::Unavailable(format!("the event log refuses writes: {e}"))
         })?;
@@ -200,6 +205,26 @@ impl Shared {
         shuffle(&mut candidates, seed);
         Ok(candidates)
     }
+}
+
+/// Records how long a core operation took and how it ended
+/// (`storch_operation_duration_seconds{operation, outcome}`).
+pub(crate) fn observe<T>(
+    operation: &'static str,
+    started: std::time::Instant,
+    result: &Result<T, CoreError>,
+) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(CoreError::NotFound(_)) => "not_found",
+        Err(CoreError::AlreadyExists(_)) => "conflict",
+        Err(CoreError::Invalid(_)) => "invalid",
+        Err(CoreError::Failed(_)) => "failed",
+        Err(CoreError::NotReady | CoreError::Unavailable(_)) => "unavailable",
+        Err(CoreError::BootstrapFailed(_) | CoreError::Internal(_)) => "error",
+    };
+    metrics::histogram!("storch_operation_duration_seconds", "operation" => operation, "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
 }
 
 /// Where a failed create points the user.

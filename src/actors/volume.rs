@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use tracing::Instrument;
 
 use super::backend::{Call, CallOutput, DriverCall, backoff};
 use super::handle::{CoreError, RequestCtx};
@@ -137,7 +138,11 @@ impl Handler<CreateVolume> for VolumeActor {
         let shared = self.shared.clone();
         let name = self.name.clone();
         AtomicResponse::new(Box::pin(
-            async move { create(&shared, &name, &msg.ctx, msg.config, msg.size_bytes).await }
+            {
+                let span = tracing::info_span!("volume", volume = %name, request_id = %msg.ctx.request_id, op = "create");
+                async move { create(&shared, &name, &msg.ctx, msg.config, msg.size_bytes).await }
+                    .instrument(span)
+            }
                 .into_actor(self)
                 .map(|res, act, _| {
                     act.touch();
@@ -155,7 +160,10 @@ impl Handler<DeleteVolume> for VolumeActor {
         let shared = self.shared.clone();
         let name = self.name.clone();
         AtomicResponse::new(Box::pin(
-            async move { delete(&shared, &name, &msg.ctx.request_id).await }
+            {
+                let span = tracing::info_span!("volume", volume = %name, request_id = %msg.ctx.request_id, op = "delete");
+                async move { delete(&shared, &name, &msg.ctx.request_id).await }.instrument(span)
+            }
                 .into_actor(self)
                 .map(|res, act, ctx| {
                     act.touch();
@@ -183,7 +191,10 @@ impl Handler<Reconcile> for VolumeActor {
         let shared = self.shared.clone();
         let name = self.name.clone();
         AtomicResponse::new(Box::pin(
-            async move { reconcile(&shared, &name).await }
+            {
+                let span = tracing::info_span!("volume", volume = %name, request_id = "reconcile", op = "reconcile");
+                async move { reconcile(&shared, &name).await }.instrument(span)
+            }
                 .into_actor(self)
                 .map(|retry, act, ctx| {
                     act.touch();
@@ -656,7 +667,11 @@ macro_rules! atomic_op {
                 let shared = self.shared.clone();
                 let name = self.name.clone();
                 AtomicResponse::new(Box::pin(
-                    async move { $run(&shared, &name, msg).await }
+                    {
+                        let span = tracing::info_span!("volume", volume = %name,
+                            request_id = %msg.ctx.request_id, op = stringify!($run));
+                        async move { $run(&shared, &name, msg).await }.instrument(span)
+                    }
                         .into_actor(self)
                         .map(|res, act, _| {
                             act.touch();

@@ -1,5 +1,5 @@
-//! Events: past-tense facts, one enum per stream. Pure data (serde-free bincode types and
-//! `model`); no I/O, no sled, no actix, no drivers.
+//! Events: past-tense facts, one enum per stream. Pure data (bincode-encoded `model` types,
+//! rendered as JSON for audits); no I/O, no sled, no actix, no drivers.
 //!
 //! Encoding: bincode 2 native (`config::standard()`), schema version [`SCHEMA_VERSION`].
 //! Older schema versions are upcast in [`decode`]; `migrations/` keeps a frozen log per version.
@@ -12,7 +12,8 @@ use crate::model::{
 pub const SCHEMA_VERSION: u16 = 1;
 
 /// Facts about one backend.
-#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
 pub enum BackendEvent {
     /// A backend was added. `config` is the config document with secrets removed (JSON);
     /// `secrets` holds them sealed.
@@ -41,14 +42,16 @@ pub enum BackendEvent {
 }
 
 /// Facts about one storage class.
-#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
 pub enum StorageClassEvent {
     Added { config: StorageClassConfig },
     Deleted,
 }
 
 /// Facts about one volume.
-#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
 pub enum VolumeEvent {
     /// The intent: durable before any array is touched. `size_bytes` is the parsed `size`.
     Requested {
@@ -115,7 +118,8 @@ pub enum VolumeEvent {
 }
 
 /// An event of any stream, with the stream's object name.
-#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
+#[serde(untagged)]
 pub enum Event {
     Backend {
         name: String,
@@ -183,6 +187,98 @@ impl Event {
                 VolumeEvent::SnapshotCreationFailed { .. } => "SnapshotCreationFailed",
                 VolumeEvent::SnapshotDeleted { .. } => "SnapshotDeleted",
                 VolumeEvent::Resized { .. } => "VolumeResized",
+            },
+        }
+    }
+
+    /// One line for people, e.g. `volume v1 created on lab/p1 (trident-v1)`.
+    pub fn summary(&self) -> String {
+        match self {
+            Event::Backend { name, event } => match event {
+                BackendEvent::Added { driver, .. } => format!("backend {name} added ({driver})"),
+                BackendEvent::Updated { driver, .. } => {
+                    format!("backend {name} updated ({driver})")
+                }
+                BackendEvent::Renamed { to } => format!("backend {name} renamed to {to}"),
+                BackendEvent::PoolsDiscovered { protocol, pools } => {
+                    let names: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
+                    let protocol = if *protocol == Protocol::Any {
+                        "any"
+                    } else {
+                        protocol.as_str()
+                    };
+                    format!("backend {name} ({protocol}) has pools {}", names.join(", "))
+                }
+                BackendEvent::Offlined => format!("backend {name} taken offline"),
+                BackendEvent::Purged => format!("backend {name} removed"),
+            },
+            Event::StorageClass { name, event } => match event {
+                StorageClassEvent::Added { .. } => format!("storage class {name} added"),
+                StorageClassEvent::Deleted => format!("storage class {name} deleted"),
+            },
+            Event::Volume { name, event } => match event {
+                VolumeEvent::Requested { config, .. } => {
+                    let class = if config.storage_class.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in class {}", config.storage_class)
+                    };
+                    if config.clone_source_volume.is_empty() {
+                        format!("volume {name} of {} requested{class}", config.size)
+                    } else {
+                        format!(
+                            "volume {name} requested as a clone of {}",
+                            config.clone_source_volume
+                        )
+                    }
+                }
+                VolumeEvent::PlacementPlanned { candidates, .. } => {
+                    let c: Vec<String> = candidates.iter().map(|p| p.to_string()).collect();
+                    format!("volume {name} will try {}", c.join(", "))
+                }
+                VolumeEvent::PlacementAttemptFailed { pool, error } => {
+                    format!("volume {name} failed on {pool}: {error}")
+                }
+                VolumeEvent::Created {
+                    pool,
+                    internal_name,
+                    adopted,
+                    ..
+                } => {
+                    let how = if *adopted { "adopted" } else { "created" };
+                    format!("volume {name} {how} on {pool} ({internal_name})")
+                }
+                VolumeEvent::CreationFailed { errors } => {
+                    format!(
+                        "volume {name} could not be created ({} pools failed)",
+                        errors.len()
+                    )
+                }
+                VolumeEvent::DeleteRequested => format!("volume {name} delete requested"),
+                VolumeEvent::DeleteFailed { error, attempt } => {
+                    format!("volume {name} delete attempt {attempt} failed: {error}")
+                }
+                VolumeEvent::Deleted => format!("volume {name} deleted"),
+                VolumeEvent::OrphanedChanged { orphaned } => {
+                    if *orphaned {
+                        format!("volume {name} is missing from its array (orphaned)")
+                    } else {
+                        format!("volume {name} found on its array again")
+                    }
+                }
+                VolumeEvent::SnapshotRequested { snapshot } => {
+                    format!("snapshot {name}/{snapshot} requested")
+                }
+                VolumeEvent::SnapshotCreated { snapshot, .. } => {
+                    format!("snapshot {name}/{snapshot} created")
+                }
+                VolumeEvent::SnapshotCreationFailed { snapshot, error } => {
+                    format!("snapshot {name}/{snapshot} failed: {error}")
+                }
+                VolumeEvent::SnapshotDeleted { snapshot } => {
+                    format!("snapshot {name}/{snapshot} deleted")
+                }
+                VolumeEvent::Resized { size, .. } => format!("volume {name} resized to {size}"),
             },
         }
     }

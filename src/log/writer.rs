@@ -184,11 +184,13 @@ impl Writer {
             return Err("flush: injected I/O failure (test failpoint)".to_string());
         }
         if self.inner.durability == Durability::Flush {
+            let started = std::time::Instant::now();
             self.inner
                 .db
                 .flush_async()
                 .await
                 .map_err(|e| format!("flush: {e}"))?;
+            metrics::histogram!("storch_log_flush_seconds").record(started.elapsed().as_secs_f64());
         }
         Ok(())
     }

@@ -281,7 +281,7 @@ impl State {
     }
 }
 
-/// The live read model: the log's commit sink and the readers' source.
+/// The live read model, fed by the log's commit sink; the readers' source.
 #[derive(Debug, Default)]
 pub struct Projection {
     state: std::sync::RwLock<State>,
@@ -318,11 +318,5 @@ impl Projection {
                 }
             }
         }
-    }
-}
-
-impl crate::log::CommitSink for Projection {
-    fn committed(&self, batch: &[crate::log::Envelope]) {
-        self.apply_envelopes(batch);
     }
 }

@@ -1,0 +1,295 @@
+//! Reading history: events by object and sequence, live following, health and statistics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::{broadcast, mpsc};
+
+use super::handle::{BackendState, Core, CoreError, Readiness};
+use super::shared::read;
+use crate::events::Event;
+use crate::log::{CommitSink, Envelope};
+use crate::projections::{Projection, VolumeState};
+
+/// A committed event, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub seq: u64,
+    /// Unix milliseconds of the commit.
+    pub time_ms: u64,
+    pub id: uuid::Uuid,
+    pub request_id: String,
+    pub schema: u16,
+    pub kind: String,
+    /// `volume/NAME`, `backend/NAME`, `storageclass/NAME`.
+    pub stream: String,
+    /// Hex SHA-256 of the envelope (chained to the previous one).
+    pub hash: String,
+    pub event: Event,
+}
+
+impl EventRecord {
+    fn from_envelope(env: &Envelope) -> Result<EventRecord, CoreError> {
+        let event = crate::events::decode(env.schema, &env.payload)
+            .map_err(|e| CoreError::Internal(format!("event {} does not decode: {e}", env.seq)))?;
+        Ok(EventRecord {
+            seq: env.seq,
+            time_ms: env.time_ms,
+            id: env.id,
+            request_id: env.request_id.clone(),
+            schema: env.schema,
+            kind: env.kind.clone(),
+            stream: env.stream.clone(),
+            hash: hex::encode(env.hash),
+            event,
+        })
+    }
+
+    pub fn summary(&self) -> String {
+        self.event.summary()
+    }
+}
+
+/// Which events to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Only this stream (`volume/NAME`, `backend/NAME`, `storageclass/NAME`).
+    pub object: Option<String>,
+    /// Only events with a sequence ≥ this (0 and 1 both mean from the start).
+    pub since: u64,
+    /// At most this many (oldest first).
+    pub limit: Option<usize>,
+}
+
+impl EventFilter {
+    /// Checks `object` has the `KIND/NAME` form with a known kind.
+    pub fn validate(&self) -> Result<(), CoreError> {
+        if let Some(object) = &self.object {
+            let ok = object.split_once('/').is_some_and(|(kind, name)| {
+                matches!(kind, "volume" | "backend" | "storageclass") && !name.is_empty()
+            });
+            if !ok {
+                return Err(CoreError::Invalid(format!(
+                    "object: {object:?} is not volume/NAME, backend/NAME or storageclass/NAME"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn matches(&self, seq: u64, stream: &str) -> bool {
+        seq >= self.since && self.object.as_deref().is_none_or(|o| o == stream)
+    }
+}
+
+/// The log's commit sink: applies to the projection, then tells followers.
+pub(crate) struct Sink {
+    pub projection: Arc<Projection>,
+    pub followers: broadcast::Sender<Arc<Envelope>>,
+}
+
+impl CommitSink for Sink {
+    fn committed(&self, batch: &[Envelope]) {
+        self.projection.apply_envelopes(batch);
+        if self.followers.receiver_count() > 0 {
+            for env in batch {
+                let _ = self.followers.send(Arc::new(env.clone()));
+            }
+        }
+        metrics::counter!("storch_events_appended_total").increment(batch.len() as u64);
+    }
+}
+
+/// How the core is doing, for `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub log_open: bool,
+    pub replay_done: bool,
+    /// Why the core cannot take writes, if it cannot.
+    pub degraded: Option<String>,
+}
+
+impl Health {
+    pub fn ready(&self) -> bool {
+        self.log_open && self.replay_done && self.degraded.is_none()
+    }
+}
+
+/// Numbers for `/metrics`, read from the projection and the backend actors' status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// state name → count
+    pub backends_by_state: BTreeMap<&'static str, u64>,
+    pub volumes_by_state: BTreeMap<&'static str, u64>,
+    pub pools: Vec<PoolStats>,
+    pub backends: Vec<BackendStats>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolStats {
+    pub backend: String,
+    pub pool: String,
+    pub total_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    /// Bytes of the volumes storch placed there.
+    pub used_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendStats {
+    pub backend: String,
+    pub queue_depth: u64,
+    pub in_flight: u64,
+}
+
+impl Core {
+    /// Events matching `filter`, oldest first.
+    pub async fn events(&self, filter: EventFilter) -> Result<Vec<EventRecord>, CoreError> {
+        filter.validate()?;
+        let log = self.shared.log().ok_or(CoreError::NotReady)?;
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for env in log.read_from(filter.since.max(1)) {
+                let env = env.map_err(|e| CoreError::Internal(e.to_string()))?;
+                if filter.matches(env.seq, &env.stream) {
+                    out.push(EventRecord::from_envelope(&env)?);
+                    if filter.limit.is_some_and(|l| out.len() >= l) {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| CoreError::Internal(e.to_string()))?
+    }
+
+    /// Events matching `filter` from the log, then live as they are committed, until the
+    /// receiver is dropped. A follower that falls behind catches up from the log, so it never
+    /// misses an event.
+    pub fn follow(
+        &self,
+        filter: EventFilter,
+    ) -> Result<mpsc::Receiver<Result<EventRecord, CoreError>>, CoreError> {
+        filter.validate()?;
+        self.shared.ensure_ready()?;
+        let (tx, rx) = mpsc::channel(256);
+        let mut live = self.shared.followers.subscribe();
+        let core = self.clone();
+        tokio::spawn(async move {
+            let mut next = filter.since.max(1);
+            'outer: loop {
+                // Catch up from the log.
+                let backlog = core
+                    .events(EventFilter {
+                        since: next,
+                        limit: Some(10_000),
+                        ..filter.clone()
+                    })
+                    .await;
+                let head = core.shared.projection.read(|s| s.head);
+                match backlog {
+                    Ok(events) => {
+                        for e in events {
+                            next = e.seq + 1;
+                            if tx.send(Ok(e)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                }
+                next = next.max(head + 1);
+                // Then live.
+                loop {
+                    match live.recv().await {
+                        Ok(env) if env.seq < next => {}
+                        Ok(env) if env.seq > next => continue 'outer, // a gap: read the log
+                        Ok(env) => {
+                            next = env.seq + 1;
+                            if !filter.matches(env.seq, &env.stream) {
+                                continue;
+                            }
+                            let rec = EventRecord::from_envelope(&env);
+                            if tx.send(rec).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue 'outer,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    /// Log open, replay done, not degraded.
+    pub fn health(&self) -> Health {
+        let readiness = read(&self.shared.readiness).clone();
+        let log = self.shared.log();
+        let degraded = match (&readiness, &log) {
+            (Readiness::Failed(why), _) => Some(why.clone()),
+            (_, Some(log)) => log.poisoned().map(|p| format!("event log poisoned: {p}")),
+            (_, None) => Some("event log closed".into()),
+        };
+        Health {
+            log_open: log.is_some(),
+            replay_done: readiness == Readiness::Ready,
+            degraded,
+        }
+    }
+
+    /// Counts for metrics.
+    pub fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        let backends = read(&self.shared.backends).clone();
+        self.shared.projection.read(|s| {
+            let mut used: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+            for v in s.volumes.values() {
+                *stats.volumes_by_state.entry(v.state.as_str()).or_default() += 1;
+                if v.state != VolumeState::Creating {
+                    *used
+                        .entry((v.backend.as_str(), v.pool.as_str()))
+                        .or_default() += v.size_bytes;
+                }
+            }
+            for (name, rec) in &s.backends {
+                let slot = backends.get(name);
+                let state = match slot.map(|s| s.status.state()) {
+                    _ if !rec.online => BackendState::Offline,
+                    Some(st) => st,
+                    None => BackendState::Failed(String::new()),
+                };
+                *stats.backends_by_state.entry(state.as_str()).or_default() += 1;
+                let free = slot
+                    .map(|s| read(&s.status.free_bytes).clone())
+                    .unwrap_or_default();
+                for p in &rec.pools {
+                    stats.pools.push(PoolStats {
+                        backend: name.clone(),
+                        pool: p.name.clone(),
+                        total_bytes: p.total_bytes,
+                        free_bytes: free.get(&p.name).copied(),
+                        used_bytes: used
+                            .get(&(name.as_str(), p.name.as_str()))
+                            .copied()
+                            .unwrap_or(0),
+                    });
+                }
+                if let Some(slot) = slot {
+                    stats.backends.push(BackendStats {
+                        backend: name.clone(),
+                        queue_depth: slot.status.queued.load(Ordering::Relaxed) as u64,
+                        in_flight: slot.status.in_flight.load(Ordering::Relaxed) as u64,
+                    });
+                }
+            }
+        });
+        stats
+    }
+}
