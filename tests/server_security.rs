@@ -325,3 +325,70 @@ fn the_binary_refuses_unusable_tls_and_token_files() {
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("--tls-key is missing"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Slow clients
+
+/// Reads until the server closes the connection; `None` if it is still open after 10 s.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok().map(|()| got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_stalled_handshakes_are_cut_off() {
+    use tokio::io::AsyncWriteExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rt = common::start(&dir.path().join("data")).await;
+    let options = storch::api::ServeOptions {
+        header_read_timeout: Duration::from_millis(300),
+        ..storch::api::ServeOptions::default()
+    };
+    let s = TestServer::start(rt, options).await;
+    // Half a request head, then nothing.
+    let mut stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    stream
+        .write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let got = closed_by_server(&mut stream)
+        .await
+        .expect("the server closes a connection whose headers never finish");
+    let text = String::from_utf8_lossy(&got);
+    assert!(!text.contains("200 OK"), "{text}");
+    // A connection that never sends a byte.
+    let mut idle = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    assert!(
+        closed_by_server(&mut idle).await.is_some(),
+        "the server closes a connection that sends nothing"
+    );
+    // A complete request on a fresh connection is still answered.
+    let r = get(&reqwest::Client::new(), &s.url("/livez")).await;
+    assert_eq!(r.status, 200);
+    s.stop().await;
+
+    // A TLS client that never says hello.
+    let cert = make_cert(dir.path());
+    let rt = common::start(&dir.path().join("data2")).await;
+    let mut options = secured(Some(&cert));
+    options.tls_handshake_timeout = Duration::from_millis(300);
+    let s = TestServer::start(rt, options).await;
+    let mut stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    assert!(
+        closed_by_server(&mut stream).await.is_some(),
+        "the server closes a stalled handshake"
+    );
+    s.stop().await;
+}
