@@ -172,8 +172,8 @@ impl std::fmt::Debug for Core {
 }
 
 /// A backend config built and discovered, not yet recorded.
-struct PreparedBackend {
-    name: String,
+pub(super) struct PreparedBackend {
+    pub(super) name: String,
     driver: Arc<dyn crate::drivers::StorageDriver>,
     driver_name: String,
     /// The config without secrets (JSON text) and the secrets sealed.
@@ -309,7 +309,10 @@ impl Core {
         read(&self.shared.readiness).clone()
     }
 
-    async fn prepare_backend(&self, doc: serde_json::Value) -> Result<PreparedBackend, CoreError> {
+    pub(super) async fn prepare_backend(
+        &self,
+        doc: serde_json::Value,
+    ) -> Result<PreparedBackend, CoreError> {
         if !doc.is_object() {
             return Err(CoreError::Invalid(
                 "invalid config format: a backend config must be a JSON or YAML object".into(),
@@ -344,6 +347,15 @@ impl Core {
         self.shared.ensure_ready()?;
         let prepared = self.prepare_backend(doc).await?;
         let _admin = self.shared.admin.lock().await;
+        self.add_locked(ctx, prepared).await
+    }
+
+    /// Adds (or, for an existing name, updates) a prepared backend; the caller holds `admin`.
+    pub(super) async fn add_locked(
+        &self,
+        ctx: &RequestCtx,
+        prepared: PreparedBackend,
+    ) -> Result<String, CoreError> {
         let exists = self
             .shared
             .projection
@@ -484,6 +496,16 @@ impl Core {
     async fn delete_backend_impl(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
         self.shared.ensure_ready()?;
         let _admin = self.shared.admin.lock().await;
+        self.delete_locked(ctx, name).await
+    }
+
+    /// Deletes a backend without volumes, or takes one with volumes offline; the caller holds
+    /// `admin`.
+    pub(super) async fn delete_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
         let in_use = self.shared.projection.read(|s| {
             s.backends.get(name).map(|b| {
                 !b.volumes.is_empty()
@@ -595,8 +617,18 @@ impl Core {
         let compiled = Arc::new(
             crate::model::CompiledClass::compile(config.clone()).map_err(CoreError::Invalid)?,
         );
-        let name = config.name.clone();
         let _admin = self.shared.admin.lock().await;
+        self.add_class_locked(ctx, config, compiled).await
+    }
+
+    /// Adds a validated class; the caller holds `admin`.
+    pub(super) async fn add_class_locked(
+        &self,
+        ctx: &RequestCtx,
+        config: StorageClassConfig,
+        compiled: Arc<crate::model::CompiledClass>,
+    ) -> Result<String, CoreError> {
+        let name = config.name.clone();
         if self
             .shared
             .projection
@@ -623,6 +655,15 @@ impl Core {
     ) -> Result<(), CoreError> {
         self.shared.ensure_ready()?;
         let _admin = self.shared.admin.lock().await;
+        self.delete_class_locked(ctx, name).await
+    }
+
+    /// Deletes a class; the caller holds `admin`.
+    pub(super) async fn delete_class_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
         if !self
             .shared
             .projection
