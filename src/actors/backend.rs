@@ -255,8 +255,11 @@ impl Handler<Call> for BackendActor {
         Box::pin(async move {
             let driver = driver?;
             status.queued.fetch_add(1, Ordering::Relaxed);
+            let queued_at = std::time::Instant::now();
             let permit = limit.acquire_owned().await;
             status.queued.fetch_sub(1, Ordering::Relaxed);
+            metrics::histogram!("storch_backend_queue_seconds")
+                .record(queued_at.elapsed().as_secs_f64());
             let _permit = permit.map_err(|_| DriverError::Unavailable("backend stopped".into()))?;
             status.in_flight.fetch_add(1, Ordering::Relaxed);
             let kind = call.kind();
