@@ -403,7 +403,7 @@ async fn run_in(
         (events / flushes.max(1)).max(1) as usize
     };
     let raw_dir = dir.join("raw-baseline");
-    let raw_records = events.clamp(10_000, 200_000);
+    let raw_records = events.clamp(1_000, 200_000);
     let raw = crate::log::baseline::raw_group_commit(&raw_dir, raw_records, record_bytes, batch)
         .await
         .map_err(|e| format!("raw sled baseline: {e}"))?;
