@@ -412,7 +412,7 @@ async fn unknown_paths_are_json_404() {
         (Method::GET, "/trident"),
         (Method::GET, "/trident/v2/volume"),
         (Method::GET, "/trident/v1/volumes"),
-        (Method::POST, "/trident/v1/snapshot"),
+        (Method::POST, "/trident/v1/snapshots"),
         (Method::GET, "/trident/v1/volume/a/b"),
         (Method::DELETE, "/trident/v1/backend/a/b"),
         (Method::GET, "/trident/v1/storageclass/a/b/c"),
