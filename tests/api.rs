@@ -1910,7 +1910,6 @@ async fn concurrent_creates_of_one_name_are_one_201_and_the_rest_409() {
 // Bugs found (reproductions, ignored until fixed)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a failed create points at GET /trident/v1/storageclass/{class}/explain, which is a 404"]
 async fn the_explain_endpoint_a_failed_create_points_at_exists() {
     let api = Api::start().await;
     let mut be = fake_backend("broken", "file", &[("p1", hdd())]);
@@ -1977,7 +1976,6 @@ async fn a_name_that_passes_validation_can_be_created() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a 413 closes the connection without `Connection: close`, so keep-alive clients fail their next request"]
 async fn a_413_says_connection_close() {
     let api = Api::start().await;
     let big = format!("{}{}", json!({"name": "big"}), " ".repeat(2 << 20));
