@@ -5,25 +5,29 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+const CLIENT_OPTIONS: &str = "Client options";
+
 /// Options every client verb understands; global, so they may come before or after the verb.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ClientArgs {
-    /// The storch server: HOST:PORT, http://HOST:PORT or https://HOST:PORT [default: then
-    /// TRIDENT_SERVER, then 127.0.0.1:8000].
+    /// The storch server: HOST:PORT, http://HOST:PORT or https://HOST:PORT (else
+    /// TRIDENT_SERVER, else 127.0.0.1:8000).
     #[arg(
         short = 's',
         long,
         global = true,
+        help_heading = CLIENT_OPTIONS,
         env = "STORCH_SERVER",
         value_name = "HOST:PORT"
     )]
     pub server: Option<String>,
 
-    /// Output format.
+    /// Output format: a table, a wider table, {"items":[…]} as JSON or YAML, or names.
     #[arg(
         short = 'o',
         long,
         global = true,
+        help_heading = CLIENT_OPTIONS,
         value_enum,
         value_name = "FORMAT",
         default_value_t = OutputFormat::Table
@@ -34,6 +38,7 @@ pub struct ClientArgs {
     #[arg(
         long,
         global = true,
+        help_heading = CLIENT_OPTIONS,
         env = "STORCH_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN"
@@ -41,28 +46,31 @@ pub struct ClientArgs {
     pub token: Option<String>,
 
     /// A PEM file of CA certificates to trust for an https server (instead of the system's).
-    #[arg(long, global = true, env = "STORCH_CA_CERT", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = CLIENT_OPTIONS,
+        env = "STORCH_CA_CERT",
+        value_name = "FILE"
+    )]
     pub ca_cert: Option<PathBuf>,
 
     /// Print each request and response (status and body) on stderr.
-    #[arg(short = 'd', long, global = true)]
+    #[arg(short = 'd', long, global = true, help_heading = CLIENT_OPTIONS)]
     pub debug: bool,
 }
 
-/// How results are printed.
+/// How results are printed: `table` (the main fields; tridentctl's `ps` is an alias), `wide`
+/// (more columns), `json` (`{"items":[…]}`, indented by 2), `yaml` (the same document), `name`
+/// (one per line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum OutputFormat {
-    /// A table of the main fields.
     #[default]
     #[value(alias = "ps")]
     Table,
-    /// A table with more columns.
     Wide,
-    /// `{"items":[…]}`, indented.
     Json,
-    /// The JSON document as YAML.
     Yaml,
-    /// One name per line.
     Name,
 }
 
@@ -113,6 +121,7 @@ pub enum UpdateKind {
     #[command(visible_aliases = ["b", "backends"])]
     Backend {
         /// The backend to update.
+        #[arg(value_name = "NAME")]
         names: Vec<String>,
         #[command(flatten)]
         file: FileArg,
@@ -124,13 +133,22 @@ pub enum UpdateKind {
 pub enum GetKind {
     /// Show backends (all of them without names).
     #[command(visible_aliases = ["b", "backends"])]
-    Backend { names: Vec<String> },
+    Backend {
+        #[arg(value_name = "NAME")]
+        names: Vec<String>,
+    },
     /// Show storage classes.
     #[command(name = "storageclass", visible_aliases = ["sc", "storageclasses"])]
-    StorageClass { names: Vec<String> },
+    StorageClass {
+        #[arg(value_name = "NAME")]
+        names: Vec<String>,
+    },
     /// Show volumes.
     #[command(visible_aliases = ["v", "volumes"])]
-    Volume { names: Vec<String> },
+    Volume {
+        #[arg(value_name = "NAME")]
+        names: Vec<String>,
+    },
     /// Show snapshots: all, a volume's (VOLUME), or one (VOLUME/SNAPSHOT).
     #[command(visible_aliases = ["snap", "snapshots"])]
     Snapshot {
@@ -161,6 +179,7 @@ pub enum DeleteKind {
 
 #[derive(Debug, Clone, Args)]
 pub struct DeleteNames {
+    #[arg(value_name = "NAME")]
     pub names: Vec<String>,
     /// Delete every object of this kind.
     #[arg(long)]

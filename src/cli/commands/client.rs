@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{audit, events, explain, objects, version};
 use crate::cli::args::{Cli, Command};
 use crate::cli::client::{ClientSettings, RestClient};
-use crate::cli::client_args::{ClientArgs, OutputFormat};
+use crate::cli::client_args::{ClientArgs, EventsArgs, OutputFormat};
 use crate::cli::error::{CliError, CliResult};
 use crate::cli::output::{Kind, emit};
 
@@ -44,9 +44,10 @@ pub fn run(args: ClientArgs, command: Command) -> CliResult<()> {
             Ok(())
         }
         Command::Replay(r) => audit::replay(&r, format),
-        Command::Events(e) if e.offline.is_some() => {
-            audit::run(e.offline.expect("checked just above"))
-        }
+        Command::Events(EventsArgs {
+            offline: Some(offline),
+            ..
+        }) => audit::run(offline),
         Command::Version(v) if v.client => version::client_only(format),
         rest => {
             let ctx = Ctx {
