@@ -469,6 +469,14 @@ fn errors_say_what_failed_and_exit_1() {
     server
         .run(&["create", "sc", "-f", "/nonexistent/sc.json"])
         .fails_with("could not read /nonexistent/sc.json");
+    // --debug shows the exchange on stderr.
+    let out = server.run(&["--debug", "get", "backend", "nope"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("> GET http://") && out.stderr.contains("< 404 Not Found"),
+        "{}",
+        out.stderr
+    );
     // clap's own usage errors keep clap's exit code.
     assert_eq!(server.run(&["get", "pools"]).code, 2);
 }
