@@ -148,15 +148,14 @@ impl Server {
             );
         };
         let url = url.to_string();
-        let server = Server {
+        Server {
             child,
             client_flags: vec!["--server".into(), url.clone()],
             url,
             data_dir: data_dir.to_path_buf(),
             log_path,
             _tmp: None,
-        };
-        server
+        }
     }
 
     /// `storch --server URL ARGS…`
@@ -882,7 +881,7 @@ fn offline_verify_export_and_replay() {
     let exported = export(&data_dir);
     for (i, e) in exported.iter().enumerate() {
         assert_eq!(e["seq"], i as u64 + 1);
-        assert_eq!(e["summary"].as_str().unwrap().is_empty(), false);
+        assert!(!e["summary"].as_str().unwrap().is_empty());
     }
     let out = storch(
         &[
