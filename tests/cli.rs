@@ -1052,7 +1052,6 @@ fn test_pki() -> (String, String, String) {
 }
 
 #[test]
-#[ignore = "needs wt-server TLS flags"]
 fn https_with_a_token() {
     let tmp = tempfile::tempdir().unwrap();
     let (ca, cert, key) = test_pki();
