@@ -79,6 +79,8 @@ pub struct RestClient {
     http: reqwest::Client,
     token: Option<String>,
     debug: bool,
+    /// `--ca-cert` was given.
+    custom_ca: bool,
 }
 
 impl RestClient {
@@ -112,6 +114,7 @@ impl RestClient {
             http,
             token: settings.token.clone(),
             debug: settings.debug,
+            custom_ca: settings.ca_cert.is_some(),
         })
     }
 
@@ -215,10 +218,34 @@ impl RestClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        request.send().await.map_err(|e| RestError::Unreachable {
-            server: self.server().to_string(),
-            detail: innermost(&e),
+        request.send().await.map_err(|e| {
+            let detail = innermost(&e);
+            RestError::Unreachable {
+                server: self.server().to_string(),
+                detail: match self.hint(&detail) {
+                    Some(hint) => format!("{detail} ({hint})"),
+                    None => detail,
+                },
+            }
         })
+    }
+
+    /// What to do about the usual TLS mistakes.
+    fn hint(&self, detail: &str) -> Option<&'static str> {
+        if detail.contains("CaUsedAsEndEntity") {
+            Some(
+                "the server's certificate is a CA certificate, which TLS clients refuse as a \
+                 server's: issue it with basicConstraints CA:FALSE",
+            )
+        } else if detail.contains("invalid peer certificate") && !self.custom_ca {
+            Some("if the server's certificate is from a private CA, pass it with --ca-cert")
+        } else if self.base.scheme() == "http"
+            && (detail.contains("invalid HTTP version") || detail.contains("connection closed"))
+        {
+            Some("if the server speaks https, use --server https://HOST:PORT")
+        } else {
+            None
+        }
     }
 
     fn trace_response(&self, status: StatusCode, body: &[u8]) {
