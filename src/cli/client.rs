@@ -85,9 +85,9 @@ pub struct RestClient {
 
 impl RestClient {
     pub fn new(settings: &ClientSettings) -> CliResult<RestClient> {
-        // reqwest is built without a default rustls provider; ring is the one compiled in.
-        // An error only means a provider is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // reqwest is built without a default rustls provider (the binary installs ring first
+        // thing; this covers other callers).
+        crate::api::tls::install_default_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("storch/", env!("CARGO_PKG_VERSION")));

@@ -8,9 +8,11 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::actors::EventRecord;
+use crate::api::dto::{EventExternal, rfc3339_ms};
 use crate::cli::client_args::{EventFilterArgs, EventsOffline, OutputFormat, ReplayArgs};
 use crate::cli::error::{CliError, CliResult};
-use crate::cli::output::{Kind, emit, json_text, rfc3339_ms, yaml_text};
+use crate::cli::output::{Kind, emit, json_text, yaml_text};
 use crate::events::Event;
 use crate::log::{Durability, Envelope, EventLog, LogError};
 use crate::projections::State;
@@ -108,7 +110,7 @@ fn export(data_dir: &Path, filter: &EventFilterArgs) -> CliResult<()> {
         if filter.object.as_ref().is_some_and(|o| *o != env.stream) {
             continue;
         }
-        let mut line = event_json(&env, &event).to_string();
+        let mut line = event_json(env, event)?;
         line.push('\n');
         if !emit(&mut stdout, &line)? {
             return Ok(());
@@ -118,20 +120,23 @@ fn export(data_dir: &Path, filter: &EventFilterArgs) -> CliResult<()> {
     stdout.flush().map_err(CliError::Output)
 }
 
-/// The REST shape of an event: `seq`, `time` (RFC 3339, UTC, milliseconds), `id`,
-/// `requestId`, `kind`, `stream`, `summary`, `hash` (hex) and the `event` itself.
-pub fn event_json(env: &Envelope, event: &Event) -> Value {
-    json!({
-        "seq": env.seq,
-        "time": rfc3339_ms(env.time_ms),
-        "id": env.id,
-        "requestId": env.request_id,
-        "kind": env.kind,
-        "stream": env.stream,
-        "summary": event.summary(),
-        "hash": hex::encode(env.hash),
-        "event": event,
-    })
+/// An event as `GET /trident/v1/events` shows it (the REST API's own wire type).
+fn event_json(env: Envelope, event: Event) -> CliResult<String> {
+    let record = EventRecord {
+        seq: env.seq,
+        time_ms: env.time_ms,
+        id: env.id,
+        request_id: env.request_id,
+        schema: env.schema,
+        kind: env.kind,
+        stream: env.stream,
+        hash: hex::encode(env.hash),
+        event,
+    };
+    let seq = record.seq;
+    EventExternal::from_record(record)
+        .and_then(|e| serde_json::to_string(&e))
+        .map_err(|e| CliError::Failed(format!("could not write event {seq} as JSON: {e}")))
 }
 
 /// `KIND/NAME` with a kind the log has streams of.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::client::Ctx;
 use crate::cli::client_args::{EventFilterArgs, EventsArgs, OutputFormat};
 use crate::cli::error::{CliError, CliResult, RestError};
-use crate::cli::output::{emit, items_doc, text, time_text, yaml_text};
+use crate::cli::output::{emit, items_doc, text, yaml_text};
 
 pub async fn run(ctx: &Ctx, args: EventsArgs) -> CliResult<()> {
     let mut url = ctx.rest.url(&["events"]);
@@ -128,7 +128,7 @@ pub fn event_line(format: OutputFormat, e: &Value) -> String {
             };
             format!(
                 "{seq:>6}  {}  {:<36}  {:<24}  {stream}{}\n",
-                time_text(e.get("time")),
+                text(e, &["time"]),
                 text(e, &["requestId"]),
                 text(e, &["kind"]),
                 text(e, &["summary"]),
