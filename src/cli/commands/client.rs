@@ -39,9 +39,13 @@ pub fn run(args: ClientArgs, command: Command) -> CliResult<()> {
     match command {
         Command::Serve(_) => panic!("`serve` is not a client command"),
         Command::Completion(c) => {
-            let mut stdout = std::io::stdout().lock();
-            clap_complete::generate(c.shell, &mut Cli::command(), "storch", &mut stdout);
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(c.shell, &mut Cli::command(), "storch", &mut script);
+            emit(
+                &mut std::io::stdout().lock(),
+                &String::from_utf8_lossy(&script),
+            )
+            .map(|_| ())
         }
         Command::Replay(r) => audit::replay(&r, format),
         Command::Events(EventsArgs {
