@@ -11,10 +11,13 @@
 
 pub mod actors;
 pub mod api;
+pub mod bench;
 pub mod cli;
+pub mod config;
 pub mod drivers;
 pub mod events;
 pub mod log;
 pub mod model;
 pub mod projections;
 pub mod secrets;
+pub mod yaml;

@@ -671,3 +671,94 @@ async fn events_by_object_and_live_following() {
     assert_eq!(stats.pools[0].used_bytes, 1 << 30);
     rt.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_config_reconciles_without_touching_volumes() {
+    use storch::actors::Declared;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    let decl = |backends: Vec<serde_json::Value>, classes: Vec<serde_json::Value>| Declared {
+        source: "/etc/storch.yaml".into(),
+        backends,
+        storage_classes: classes.into_iter().map(class).collect(),
+    };
+    let a = fake_backend("a", "file", &[("p", ssd())]);
+    let b = fake_backend("b", "file", &[("p", hdd())]);
+    let gold = json!({"name": "gold", "attributes": {"media": "ssd"}});
+    let r = core
+        .apply_declared(decl(vec![a.clone(), b.clone()], vec![gold.clone()]))
+        .await
+        .unwrap();
+    assert_eq!(r.backends_added, vec!["a", "b"]);
+    assert_eq!(r.classes_added, vec!["gold"]);
+    let events_before = core.events(Default::default()).await.unwrap().len();
+    // applying the same file again changes nothing and records nothing
+    let r = core
+        .apply_declared(decl(vec![a.clone(), b.clone()], vec![gold.clone()]))
+        .await
+        .unwrap();
+    assert_eq!(r.backends_unchanged, vec!["a", "b"]);
+    assert_eq!(r.classes_unchanged, vec!["gold"]);
+    assert_eq!(
+        core.events(Default::default()).await.unwrap().len(),
+        events_before
+    );
+    let evs = core.events(Default::default()).await.unwrap();
+    assert!(
+        evs.iter()
+            .all(|e| e.request_id == "config:/etc/storch.yaml")
+    );
+
+    core.add_volume(&ctx(), volume("v", "1Gi", "gold"))
+        .await
+        .unwrap();
+    // a REST-made backend is not the file's to remove
+    core.add_backend(&ctx(), fake_backend("rest", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    // drop backend a (it has a volume: offline), change gold, remove nothing else
+    let gold2 = json!({"name": "gold", "attributes": {"media": "ssd", "snapshots": "true"}});
+    let r = core
+        .apply_declared(decl(vec![b.clone()], vec![gold2]))
+        .await
+        .unwrap();
+    assert_eq!(r.backends_removed, vec!["a"]);
+    assert_eq!(r.classes_updated, vec!["gold"]);
+    assert!(!core.get_backend("a").unwrap().online);
+    assert_eq!(
+        core.get_volume("v").unwrap().backend,
+        "a",
+        "volumes are never deleted"
+    );
+    assert!(core.get_backend("rest").unwrap().online);
+    // an invalid file changes nothing and names the entry
+    let bad = json!({"version": 1, "storageDriverName": "nope"});
+    let err = core
+        .apply_declared(decl(vec![b.clone(), bad], vec![]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("backends[1]"), "{err}");
+    assert!(
+        core.get_storage_class("gold").is_ok(),
+        "nothing was removed"
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limit_is_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    for bad in [json!(0), json!(-1), json!("8"), json!(1_000_000)] {
+        let mut b = fake_backend("b", "file", &[("p", ssd())]);
+        b["concurrencyLimit"] = bad.clone();
+        let err = core.add_backend(&ctx(), b).await.unwrap_err();
+        assert!(err.to_string().contains("concurrencyLimit"), "{bad}: {err}");
+    }
+    let mut b = fake_backend("b", "file", &[("p", ssd())]);
+    b["concurrencyLimit"] = json!(4);
+    core.add_backend(&ctx(), b).await.unwrap();
+    rt.shutdown().await;
+}

@@ -172,14 +172,16 @@ impl std::fmt::Debug for Core {
 }
 
 /// A backend config built and discovered, not yet recorded.
-struct PreparedBackend {
-    name: String,
+pub(super) struct PreparedBackend {
+    pub(super) name: String,
     driver: Arc<dyn crate::drivers::StorageDriver>,
     driver_name: String,
     /// The config without secrets (JSON text) and the secrets sealed.
     redacted: String,
     sealed: Option<crate::model::Sealed>,
     discovery: crate::drivers::Discovery,
+    /// Concurrent driver calls allowed (`concurrencyLimit`).
+    limit: usize,
 }
 
 fn driver_error(e: crate::drivers::DriverError) -> CoreError {
@@ -309,7 +311,10 @@ impl Core {
         read(&self.shared.readiness).clone()
     }
 
-    async fn prepare_backend(&self, doc: serde_json::Value) -> Result<PreparedBackend, CoreError> {
+    pub(super) async fn prepare_backend(
+        &self,
+        doc: serde_json::Value,
+    ) -> Result<PreparedBackend, CoreError> {
         if !doc.is_object() {
             return Err(CoreError::Invalid(
                 "invalid config format: a backend config must be a JSON or YAML object".into(),
@@ -318,6 +323,7 @@ impl Core {
         let mut redacted = doc.clone();
         let secrets = crate::secrets::split(&mut redacted);
         let built = crate::drivers::build_driver(&doc).map_err(driver_error)?;
+        let limit = super::backend::concurrency_limit(&doc).map_err(CoreError::Invalid)?;
         let driver_name = built.driver.driver_name().to_string();
         let discovery = built.driver.discover().await.map_err(|e| {
             CoreError::Failed(format!(
@@ -332,6 +338,7 @@ impl Core {
             driver_name,
             redacted: redacted.to_string(),
             sealed: self.shared.secrets.seal(&secrets),
+            limit,
             discovery,
         })
     }
@@ -344,6 +351,15 @@ impl Core {
         self.shared.ensure_ready()?;
         let prepared = self.prepare_backend(doc).await?;
         let _admin = self.shared.admin.lock().await;
+        self.add_locked(ctx, prepared).await
+    }
+
+    /// Adds (or, for an existing name, updates) a prepared backend; the caller holds `admin`.
+    pub(super) async fn add_locked(
+        &self,
+        ctx: &RequestCtx,
+        prepared: PreparedBackend,
+    ) -> Result<String, CoreError> {
         let exists = self
             .shared
             .projection
@@ -374,7 +390,7 @@ impl Core {
         start_backend(
             &self.shared,
             &name,
-            DriverSource::Ready(prepared.driver, prepared.discovery),
+            DriverSource::Ready(prepared.driver, prepared.discovery, prepared.limit),
         );
         super::class::rematch_all(&self.shared).await;
         tracing::info!(backend = %name, "backend added");
@@ -474,7 +490,7 @@ impl Core {
         start_backend(
             &self.shared,
             &new_name,
-            DriverSource::Ready(prepared.driver, prepared.discovery),
+            DriverSource::Ready(prepared.driver, prepared.discovery, prepared.limit),
         );
         super::class::rematch_all(&self.shared).await;
         tracing::info!(backend = %new_name, "backend updated");
@@ -484,6 +500,16 @@ impl Core {
     async fn delete_backend_impl(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
         self.shared.ensure_ready()?;
         let _admin = self.shared.admin.lock().await;
+        self.delete_locked(ctx, name).await
+    }
+
+    /// Deletes a backend without volumes, or takes one with volumes offline; the caller holds
+    /// `admin`.
+    pub(super) async fn delete_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
         let in_use = self.shared.projection.read(|s| {
             s.backends.get(name).map(|b| {
                 !b.volumes.is_empty()
@@ -595,8 +621,18 @@ impl Core {
         let compiled = Arc::new(
             crate::model::CompiledClass::compile(config.clone()).map_err(CoreError::Invalid)?,
         );
-        let name = config.name.clone();
         let _admin = self.shared.admin.lock().await;
+        self.add_class_locked(ctx, config, compiled).await
+    }
+
+    /// Adds a validated class; the caller holds `admin`.
+    pub(super) async fn add_class_locked(
+        &self,
+        ctx: &RequestCtx,
+        config: StorageClassConfig,
+        compiled: Arc<crate::model::CompiledClass>,
+    ) -> Result<String, CoreError> {
+        let name = config.name.clone();
         if self
             .shared
             .projection
@@ -623,6 +659,15 @@ impl Core {
     ) -> Result<(), CoreError> {
         self.shared.ensure_ready()?;
         let _admin = self.shared.admin.lock().await;
+        self.delete_class_locked(ctx, name).await
+    }
+
+    /// Deletes a class; the caller holds `admin`.
+    pub(super) async fn delete_class_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
         if !self
             .shared
             .projection
@@ -976,9 +1021,11 @@ impl Core {
 /// Where a backend actor gets its driver.
 pub(crate) enum DriverSource {
     /// Built and discovered just now (added or updated over the API): online at once.
+    /// The last field is the concurrency limit.
     Ready(
         Arc<dyn crate::drivers::StorageDriver>,
         crate::drivers::Discovery,
+        usize,
     ),
     /// A config from the log (secrets merged back): built and discovered by the actor, with
     /// retries, while the backend shows `initializing`/`failed`.
@@ -989,17 +1036,26 @@ pub(crate) enum DriverSource {
 
 /// Starts a backend actor and registers it.
 pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSource) {
-    let (status, rebuild) = match source {
-        DriverSource::Ready(driver, discovery) => {
+    let (status, rebuild, limit) = match source {
+        DriverSource::Ready(driver, discovery, limit) => {
             let status = BackendStatus::new(BackendState::Online, Some(driver));
             *write(&status.free_bytes) = discovery.free_bytes;
-            (status, None)
+            (status, None, limit)
         }
-        DriverSource::Build(doc) => (
-            BackendStatus::new(BackendState::Initializing, None),
-            Some(doc),
+        DriverSource::Build(doc) => {
+            let limit = super::backend::concurrency_limit(&doc)
+                .unwrap_or(super::backend::DEFAULT_BACKEND_LIMIT);
+            (
+                BackendStatus::new(BackendState::Initializing, None),
+                Some(doc),
+                limit,
+            )
+        }
+        DriverSource::Broken(why) => (
+            BackendStatus::new(BackendState::Failed(why), None),
+            None,
+            super::backend::DEFAULT_BACKEND_LIMIT,
         ),
-        DriverSource::Broken(why) => (BackendStatus::new(BackendState::Failed(why), None), None),
     };
     let status = Arc::new(status);
     let actor = super::backend::BackendActor::new(
@@ -1007,6 +1063,7 @@ pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSour
         status.clone(),
         shared.clone(),
         rebuild,
+        limit,
     );
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     write(&shared.backends).insert(name.to_string(), BackendSlot { addr, status });

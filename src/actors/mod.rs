@@ -9,12 +9,14 @@
 mod audit;
 mod backend;
 mod class;
+mod declared;
 pub mod handle;
 mod runtime;
 mod shared;
 mod volume;
 
 pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats};
+pub use declared::{ApplyReport, Declared};
 pub use handle::{
     BackendState, BackendView, Core, CoreError, CoreOptions, Explanation, PoolExplanation,
     PoolView, Readiness, RequestCtx, SnapshotView, StorageClassView, VolumeState, VolumeView,

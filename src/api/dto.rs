@@ -620,4 +620,68 @@ mod tests {
         );
         assert_eq!(serde_json::to_value(EmptyResponse {}).unwrap(), json!({}));
     }
+
+    #[test]
+    fn snapshot_shape() {
+        let made = SnapshotView {
+            volume: "v1".into(),
+            name: "s1".into(),
+            created_ms: Some(1_767_323_045_678),
+            size_bytes: 1 << 30,
+        };
+        let out = serde_json::to_value(SnapshotResponse {
+            snapshot: made.into(),
+        })
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"snapshot": {"volume": "v1", "name": "s1",
+                "created": "2026-01-02T03:04:05.678Z", "sizeBytes": 1u64 << 30,
+                "state": "online"}})
+        );
+        let making = SnapshotView {
+            volume: "v1".into(),
+            name: "s2".into(),
+            created_ms: None,
+            size_bytes: 0,
+        };
+        let out = serde_json::to_value(SnapshotExternal::from(making)).unwrap();
+        assert_eq!(out["created"], serde_json::Value::Null);
+        assert_eq!(out["state"], "creating");
+    }
+
+    #[test]
+    fn explanation_shape() {
+        let e = Explanation {
+            storage_class: "gold".into(),
+            protocol: Protocol::Block,
+            size_bytes: Some(10),
+            pools: vec![PoolExplanation {
+                backend: "b".into(),
+                pool: "p".into(),
+                candidate: false,
+                reasons: vec!["why".into()],
+            }],
+        };
+        let out = serde_json::to_value(ExplanationResponse {
+            explanation: e.into(),
+        })
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"explanation": {"storageClass": "gold", "protocol": "block",
+                "sizeBytes": 10, "pools": [{"backend": "b", "pool": "p",
+                "candidate": false, "reasons": ["why"]}]}})
+        );
+    }
+
+    #[test]
+    fn status_shape() {
+        let ok = StatusResponse {
+            status: "ok",
+            reasons: vec![],
+        };
+        assert_eq!(serde_json::to_value(ok).unwrap(), json!({"status": "ok"}));
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+    }
 }

@@ -844,4 +844,100 @@ pools:\n  p1:\n    sizeBytes: 1073741824\n    attributes:\n      snapshots:\n   
         );
         assert!(parse_storage_class(json.as_bytes()).is_err());
     }
+
+    // ---- storch's routes ----
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn snapshot_and_resize_bodies() {
+        assert_eq!(parse_snapshot(br#"{"name":"s1"}"#).unwrap(), "s1");
+        assert_eq!(msg(parse_snapshot(b"{}")), "name is mandatory");
+        assert_eq!(
+            msg(parse_snapshot(br#"{"name":".."}"#)),
+            "name must not be \".\" or \"..\""
+        );
+        assert!(msg(parse_snapshot(b"")).starts_with("invalid JSON: "));
+        assert_eq!(parse_resize(br#"{"size":"2Gi"}"#).unwrap(), "2Gi");
+        assert_eq!(msg(parse_resize(b"{}")), "size is mandatory");
+        assert!(msg(parse_resize(br#"{"size":"x"}"#)).starts_with("invalid size \"x\""));
+        assert!(msg(parse_resize(br#"{"size":2}"#)).starts_with("invalid JSON: size: "));
+    }
+
+    #[test]
+    fn explain_queries() {
+        let e = parse_explain_query(&q(&[])).unwrap();
+        assert_eq!((e.protocol, e.size_bytes), (Protocol::Any, None));
+        let e = parse_explain_query(&q(&[("protocol", "block"), ("size", "1Ki")])).unwrap();
+        assert_eq!((e.protocol, e.size_bytes), (Protocol::Block, Some(1024)));
+        assert_eq!(
+            parse_explain_query(&q(&[("protocol", "any")]))
+                .unwrap()
+                .protocol,
+            Protocol::Any
+        );
+        assert_eq!(
+            msg(parse_explain_query(&q(&[("protocol", "nfs")]))),
+            "invalid query parameter protocol: \"nfs\" is not file, block or any"
+        );
+        assert!(
+            msg(parse_explain_query(&q(&[("size", "0")])))
+                .starts_with("invalid query parameter size: invalid size \"0\"")
+        );
+        assert_eq!(
+            msg(parse_explain_query(&q(&[("x", "1")]))),
+            "invalid query parameter \"x\": unknown parameter; accepted: protocol, size"
+        );
+    }
+
+    #[test]
+    fn events_queries() {
+        let e = parse_events_query(&q(&[])).unwrap();
+        assert_eq!(e.filter.object, None);
+        assert_eq!(e.filter.since, 0);
+        assert_eq!(e.filter.limit, Some(DEFAULT_EVENTS_LIMIT));
+        assert!(!e.follow);
+        let e = parse_events_query(&q(&[("follow", "true")])).unwrap();
+        assert!(e.follow);
+        assert_eq!(
+            e.filter.limit, None,
+            "a follow stream is endless by default"
+        );
+        let e = parse_events_query(&q(&[
+            ("object", "storageclass/gold"),
+            ("since", "7"),
+            ("limit", "3"),
+            ("follow", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(e.filter.object.as_deref(), Some("storageclass/gold"));
+        assert_eq!(
+            (e.filter.since, e.filter.limit, e.follow),
+            (7, Some(3), false)
+        );
+        for (pairs, start) in [
+            (
+                q(&[("object", "pool/x")]),
+                "invalid query parameter object: unknown kind",
+            ),
+            (
+                q(&[("object", "volume/a\u{0}b")]),
+                "invalid query parameter object: name",
+            ),
+            (q(&[("since", "1.5")]), "invalid query parameter since: "),
+            (q(&[("limit", "-1")]), "invalid query parameter limit: "),
+            (
+                q(&[("since", "1"), ("since", "2")]),
+                "invalid query parameter since: given more",
+            ),
+        ] {
+            let m = msg(parse_events_query(&pairs));
+            assert!(m.starts_with(start), "{pairs:?}: {m}");
+        }
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod fake;
+pub mod local;
 pub mod registry;
 
 pub mod conformance;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::fake::FakeDriver;
+use super::local::LocalDriver;
 use super::{CommonConfig, DriverError, StorageDriver};
 
 /// Trident driver names that this build knows but cannot serve yet.
@@ -14,7 +15,6 @@ pub const UNAVAILABLE_DRIVERS: &[&str] = &[
     "solidfire-san",
     "eseries-iscsi",
     "nexentastor-iscsi",
-    "local",
 ];
 
 /// A driver built from a backend config, with the backend name it reports.
@@ -34,6 +34,7 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
     let common = CommonConfig::parse(doc)?;
     let driver: Arc<dyn StorageDriver> = match common.storage_driver_name.as_str() {
         super::fake::DRIVER_NAME => Arc::new(FakeDriver::from_config(doc, &common)?),
+        super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         name if UNAVAILABLE_DRIVERS.contains(&name) => {
             return Err(DriverError::Unsupported(format!(
                 "storage driver {name} is not available in this build"

@@ -39,14 +39,28 @@ pub enum BackendEvent {
     Offlined,
     /// Removed for good (deleted with no volumes, or its last volume went).
     Purged,
+    // Variants are only ever appended (bincode encodes the variant index).
+    /// A declarative config file (`source`) now manages the backend; `None`: no longer.
+    Declared { source: Option<String> },
 }
 
 /// Facts about one storage class.
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
 #[serde(untagged, rename_all_fields = "camelCase")]
 pub enum StorageClassEvent {
-    Added { config: StorageClassConfig },
+    Added {
+        config: StorageClassConfig,
+    },
     Deleted,
+    // Variants are only ever appended (bincode encodes the variant index).
+    /// The class's attributes or pool lists changed (declarative config, Kubernetes).
+    Updated {
+        config: StorageClassConfig,
+    },
+    /// A declarative config file (`source`) now manages the class; `None`: no longer.
+    Declared {
+        source: Option<String>,
+    },
 }
 
 /// Facts about one volume.
@@ -167,10 +181,13 @@ impl Event {
                 BackendEvent::PoolsDiscovered { .. } => "BackendPoolsDiscovered",
                 BackendEvent::Offlined => "BackendOfflined",
                 BackendEvent::Purged => "BackendPurged",
+                BackendEvent::Declared { .. } => "BackendDeclared",
             },
             Event::StorageClass { event, .. } => match event {
                 StorageClassEvent::Added { .. } => "StorageClassAdded",
                 StorageClassEvent::Deleted => "StorageClassDeleted",
+                StorageClassEvent::Updated { .. } => "StorageClassUpdated",
+                StorageClassEvent::Declared { .. } => "StorageClassDeclared",
             },
             Event::Volume { event, .. } => match event {
                 VolumeEvent::Requested { .. } => "VolumeRequested",
@@ -211,10 +228,23 @@ impl Event {
                 }
                 BackendEvent::Offlined => format!("backend {name} taken offline"),
                 BackendEvent::Purged => format!("backend {name} removed"),
+                BackendEvent::Declared { source: Some(src) } => {
+                    format!("backend {name} is managed by {src}")
+                }
+                BackendEvent::Declared { source: None } => {
+                    format!("backend {name} is no longer managed by a config file")
+                }
             },
             Event::StorageClass { name, event } => match event {
                 StorageClassEvent::Added { .. } => format!("storage class {name} added"),
                 StorageClassEvent::Deleted => format!("storage class {name} deleted"),
+                StorageClassEvent::Updated { .. } => format!("storage class {name} updated"),
+                StorageClassEvent::Declared { source: Some(src) } => {
+                    format!("storage class {name} is managed by {src}")
+                }
+                StorageClassEvent::Declared { source: None } => {
+                    format!("storage class {name} is no longer managed by a config file")
+                }
             },
             Event::Volume { name, event } => match event {
                 VolumeEvent::Requested { config, .. } => {

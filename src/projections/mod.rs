@@ -39,6 +39,8 @@ pub struct BackendRecord {
     /// Trident's `online`: false once a user deleted it while it still had volumes.
     pub online: bool,
     pub volumes: BTreeSet<String>,
+    /// The declarative config file that manages it, if any.
+    pub declared_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
@@ -78,6 +80,8 @@ pub struct State {
     pub head: u64,
     pub backends: BTreeMap<String, BackendRecord>,
     pub classes: BTreeMap<String, StorageClassConfig>,
+    /// Classes managed by a declarative config file: name → file.
+    pub declared_classes: BTreeMap<String, String>,
     pub volumes: HashMap<String, VolumeRecord>,
 }
 
@@ -90,12 +94,21 @@ impl State {
         match event {
             Event::Backend { name, event } => self.apply_backend(name, event),
             Event::StorageClass { name, event } => match event {
-                StorageClassEvent::Added { config } => {
+                StorageClassEvent::Added { config } | StorageClassEvent::Updated { config } => {
                     self.classes.insert(name.clone(), config.clone());
                 }
                 StorageClassEvent::Deleted => {
                     self.classes.remove(name);
+                    self.declared_classes.remove(name);
                 }
+                StorageClassEvent::Declared { source } => match source {
+                    Some(src) => {
+                        self.declared_classes.insert(name.clone(), src.clone());
+                    }
+                    None => {
+                        self.declared_classes.remove(name);
+                    }
+                },
             },
             Event::Volume { name, event } => self.apply_volume(name, event),
         }
@@ -118,6 +131,7 @@ impl State {
                         pools: Vec::new(),
                         online: true,
                         volumes: BTreeSet::new(),
+                        declared_by: None,
                     },
                 );
             }
@@ -156,6 +170,11 @@ impl State {
             }
             BackendEvent::Purged => {
                 self.backends.remove(name);
+            }
+            BackendEvent::Declared { source } => {
+                if let Some(b) = self.backends.get_mut(name) {
+                    b.declared_by = source.clone();
+                }
             }
         }
     }

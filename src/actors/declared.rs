@@ -1,0 +1,224 @@
+//! Declarative configuration: make the backends and storage classes a config file declares
+//! exist as declared. Volumes are never touched.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::handle::{Core, CoreError, RequestCtx};
+use crate::events::{BackendEvent, Event, StorageClassEvent};
+use crate::model::{CompiledClass, StorageClassConfig};
+
+/// What a config file declares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declared {
+    /// The file (recorded as the request id `config:<source>` of the events it causes).
+    pub source: String,
+    /// Backend config documents, as for `POST /trident/v1/backend`.
+    pub backends: Vec<serde_json::Value>,
+    pub storage_classes: Vec<StorageClassConfig>,
+}
+
+/// What applying a declaration did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyReport {
+    pub backends_added: Vec<String>,
+    pub backends_updated: Vec<String>,
+    pub backends_unchanged: Vec<String>,
+    /// Removed from the file: taken offline (or purged when empty), like a REST delete.
+    pub backends_removed: Vec<String>,
+    pub classes_added: Vec<String>,
+    pub classes_updated: Vec<String>,
+    pub classes_unchanged: Vec<String>,
+    pub classes_removed: Vec<String>,
+    /// Entries that are valid but could not be applied now (e.g. an array that does not
+    /// answer): `backends[i] (name): why`. They are tried again at the next apply.
+    pub errors: Vec<String>,
+}
+
+impl Core {
+    /// Reconciles the core with a declaration. Every entry is validated first; an invalid
+    /// declaration is refused as a whole (the error names the entry and the field) and changes
+    /// nothing.
+    pub async fn apply_declared(&self, declared: Declared) -> Result<ApplyReport, CoreError> {
+        self.shared.ensure_ready()?;
+        let source = declared.source.clone();
+        let ctx = RequestCtx::new(format!("config:{source}"));
+
+        // 1. Validate everything before changing anything.
+        let mut backend_names = BTreeSet::new();
+        let mut backends = Vec::new();
+        for (i, doc) in declared.backends.iter().enumerate() {
+            let built = crate::drivers::build_driver(doc)
+                .map_err(|e| CoreError::Invalid(format!("{source}: backends[{i}]: {e}")))?;
+            let name = built.common.backend_name.clone();
+            if let Some(n) = &name
+                && !backend_names.insert(n.clone())
+            {
+                return Err(CoreError::Invalid(format!(
+                    "{source}: backends[{i}]: backend {n} is declared twice"
+                )));
+            }
+            backends.push((i, name, doc.clone()));
+        }
+        let mut classes = Vec::new();
+        let mut class_names = BTreeSet::new();
+        for (i, config) in declared.storage_classes.iter().enumerate() {
+            crate::model::validate_name("name", &config.name)
+                .map_err(|e| CoreError::Invalid(format!("{source}: storageClasses[{i}]: {e}")))?;
+            if !class_names.insert(config.name.clone()) {
+                return Err(CoreError::Invalid(format!(
+                    "{source}: storageClasses[{i}]: storage class {} is declared twice",
+                    config.name
+                )));
+            }
+            let compiled = CompiledClass::compile(config.clone()).map_err(|e| {
+                CoreError::Invalid(format!(
+                    "{source}: storageClasses[{i}] ({}): {e}",
+                    config.name
+                ))
+            })?;
+            classes.push((config.clone(), Arc::new(compiled)));
+        }
+
+        // 2. Apply.
+        let _admin = self.shared.admin.lock().await;
+        let mut report = ApplyReport::default();
+        let mut declared_now = BTreeSet::new();
+        for (i, name, doc) in backends {
+            let entry = |n: &str| format!("backends[{i}] ({n})");
+            if let Some(n) = &name
+                && self.backend_unchanged(n, &doc)
+            {
+                report.backends_unchanged.push(n.clone());
+                declared_now.insert(n.clone());
+                continue;
+            }
+            let prepared = match self.prepare_backend(doc).await {
+                Ok(p) => p,
+                Err(e) => {
+                    report
+                        .errors
+                        .push(format!("{}: {e}", entry(name.as_deref().unwrap_or("?"))));
+                    if let Some(n) = name {
+                        declared_now.insert(n);
+                    }
+                    continue;
+                }
+            };
+            let n = prepared.name.clone();
+            let existed = self.shared.projection.read(|s| s.backends.contains_key(&n));
+            match self.add_locked(&ctx, prepared).await {
+                Ok(n) if existed => report.backends_updated.push(n),
+                Ok(n) => report.backends_added.push(n),
+                Err(e) => report.errors.push(format!("{}: {e}", entry(&n))),
+            }
+            declared_now.insert(n);
+        }
+        let (managed, managed_classes) = self.shared.projection.read(|s| {
+            let b: BTreeMap<String, Option<String>> = s
+                .backends
+                .iter()
+                .map(|(n, b)| (n.clone(), b.declared_by.clone()))
+                .collect();
+            (b, s.declared_classes.clone())
+        });
+        let mut marks = Vec::new();
+        for (name, by) in &managed {
+            let ours = by.as_deref() == Some(source.as_str());
+            if declared_now.contains(name) && !ours {
+                marks.push(Event::backend(
+                    name,
+                    BackendEvent::Declared {
+                        source: Some(source.clone()),
+                    },
+                ));
+            } else if !declared_now.contains(name) && ours {
+                // Removed from the file: offline like a REST delete; never deletes volumes.
+                match self.delete_locked(&ctx, name).await {
+                    Ok(()) => report.backends_removed.push(name.clone()),
+                    Err(e) => report.errors.push(format!("backend {name}: {e}")),
+                }
+                if self
+                    .shared
+                    .projection
+                    .read(|s| s.backends.contains_key(name))
+                {
+                    marks.push(Event::backend(
+                        name,
+                        BackendEvent::Declared { source: None },
+                    ));
+                }
+            }
+        }
+
+        for (config, compiled) in classes {
+            let name = config.name.clone();
+            let existing = self
+                .shared
+                .projection
+                .read(|s| s.classes.get(&name).cloned());
+            match existing {
+                None => match self.add_class_locked(&ctx, config, compiled).await {
+                    Ok(n) => report.classes_added.push(n),
+                    Err(e) => report.errors.push(format!("storage class {name}: {e}")),
+                },
+                Some(old) if old == config => report.classes_unchanged.push(name.clone()),
+                Some(_) => {
+                    let ev = Event::class(&name, StorageClassEvent::Updated { config });
+                    self.shared.append(&ctx.request_id, vec![ev]).await?;
+                    super::handle::start_class(&self.shared, &name, compiled);
+                    report.classes_updated.push(name.clone());
+                }
+            }
+            if managed_classes.get(&name) != Some(&source) {
+                marks.push(Event::class(
+                    &name,
+                    StorageClassEvent::Declared {
+                        source: Some(source.clone()),
+                    },
+                ));
+            }
+        }
+        for (name, by) in &managed_classes {
+            if *by == source && !class_names.contains(name) {
+                match self.delete_class_locked(&ctx, name).await {
+                    Ok(()) => report.classes_removed.push(name.clone()),
+                    Err(e) => report.errors.push(format!("storage class {name}: {e}")),
+                }
+            }
+        }
+        if !marks.is_empty() {
+            self.shared.append(&ctx.request_id, marks).await?;
+        }
+        super::class::rematch_all(&self.shared).await;
+        Ok(report)
+    }
+
+    /// Whether backend `name` already has exactly this config (secrets included).
+    fn backend_unchanged(&self, name: &str, doc: &serde_json::Value) -> bool {
+        let Some(rec) = self
+            .shared
+            .projection
+            .read(|s| s.backends.get(name).cloned())
+        else {
+            return false;
+        };
+        if !rec.online {
+            return false;
+        }
+        let mut redacted = doc.clone();
+        let secrets = crate::secrets::split(&mut redacted);
+        let recorded: Option<serde_json::Value> = serde_json::from_str(&rec.config).ok();
+        if recorded.as_ref() != Some(&redacted) {
+            return false;
+        }
+        let recorded_secrets = match &rec.secrets {
+            Some(sealed) => match self.shared.secrets.unseal(sealed) {
+                Ok(s) => s,
+                Err(_) => return false,
+            },
+            None => BTreeMap::new(),
+        };
+        recorded_secrets == secrets
+    }
+}

@@ -1,0 +1,258 @@
+//! The config file of `storch serve --config FILE`: server settings plus the backends and
+//! storage classes storch should have (declarative configuration, applied at start and on
+//! SIGHUP).
+//!
+//! ```yaml
+//! server:            # every key optional; command-line flags win over the file
+//!   dataDir: ./storch-data
+//!   address: 127.0.0.1
+//!   port: 8000
+//!   logFormat: text  # or json
+//! backends:          # backend configs exactly as for POST /trident/v1/backend
+//!   - {version: 1, storageDriverName: local, backendName: local, pools: {...}}
+//! storageClasses:    # storage classes exactly as for POST /trident/v1/storageclass
+//!   - {name: fast, attributes: {media: ssd}}
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::actors::Declared;
+use crate::model::StorageClassConfig;
+
+/// The `server` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerSection {
+    pub data_dir: Option<PathBuf>,
+    pub address: Option<String>,
+    pub port: Option<u16>,
+    pub log_format: Option<String>,
+}
+
+/// A parsed, validated config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileConfig {
+    pub path: PathBuf,
+    pub server: ServerSection,
+    pub backends: Vec<Value>,
+    pub storage_classes: Vec<StorageClassConfig>,
+}
+
+/// A config file problem: names the file, the entry and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub message: String,
+}
+
+impl FileConfig {
+    /// Reads and validates `path`.
+    pub fn from_file(path: &Path) -> Result<FileConfig, ConfigError> {
+        let err = |message: String| ConfigError {
+            file: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        FileConfig::parse(path, &text).map_err(err)
+    }
+
+    /// Parses the text of a config file (`path` only names it).
+    pub fn parse(path: &Path, text: &str) -> Result<FileConfig, String> {
+        let doc = crate::yaml::parse(text)?;
+        let doc = match doc {
+            Value::Null => serde_json::Map::new(),
+            Value::Object(map) => map,
+            other => return Err(format!("expected a mapping at the top, found {other}")),
+        };
+        for key in doc.keys() {
+            if !matches!(key.as_str(), "server" | "backends" | "storageClasses") {
+                return Err(format!(
+                    "unknown key {key:?} (expected server, backends, storageClasses)"
+                ));
+            }
+        }
+        let server = match doc.get("server") {
+            None | Some(Value::Null) => ServerSection::default(),
+            Some(Value::Object(s)) => parse_server(s)?,
+            Some(_) => return Err("server: expected a mapping".into()),
+        };
+        let list = |key: &str| -> Result<Vec<Value>, String> {
+            match doc.get(key) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(items)) => Ok(items.clone()),
+                Some(_) => Err(format!("{key}: expected a list")),
+            }
+        };
+        let mut backends = list("backends")?;
+        for (i, b) in backends.iter_mut().enumerate() {
+            if !b.is_object() {
+                return Err(format!("backends[{i}]: expected a backend config mapping"));
+            }
+            absolute_paths(b).map_err(|e| format!("backends[{i}]: {e}"))?;
+        }
+        let storage_classes = list("storageClasses")?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                StorageClassConfig::from_value(v).map_err(|e| format!("storageClasses[{i}]: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(FileConfig {
+            path: path.to_path_buf(),
+            server,
+            backends,
+            storage_classes,
+        })
+    }
+
+    /// The declaration to hand to `Core::apply_declared`.
+    pub fn declared(&self) -> Declared {
+        Declared {
+            source: self.path.display().to_string(),
+            backends: self.backends.clone(),
+            storage_classes: self.storage_classes.clone(),
+        }
+    }
+}
+
+/// Makes the file paths of a backend config absolute (relative to the current directory), so
+/// the recorded config means the same thing whatever directory storch is restarted from:
+/// `pools.*.path` of the local driver and `statePath` of the fake one.
+fn absolute_paths(backend: &mut Value) -> Result<(), String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let fix = |v: &mut Value| {
+        if let Value::String(p) = v
+            && Path::new(p.as_str()).is_relative()
+        {
+            *p = cwd.join(p.as_str()).display().to_string();
+        }
+    };
+    if let Some(p) = backend.get_mut("statePath") {
+        fix(p);
+    }
+    if backend.get("storageDriverName").and_then(Value::as_str) == Some("local")
+        && let Some(Value::Object(pools)) = backend.get_mut("pools")
+    {
+        for pool in pools.values_mut() {
+            if let Some(p) = pool.get_mut("path") {
+                fix(p);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_server(s: &serde_json::Map<String, Value>) -> Result<ServerSection, String> {
+    let mut out = ServerSection::default();
+    for (key, v) in s {
+        let text = || {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("server.{key}: expected a string"))
+        };
+        match key.as_str() {
+            "dataDir" => out.data_dir = Some(PathBuf::from(text()?)),
+            "address" => out.address = Some(text()?),
+            "logFormat" => {
+                let f = text()?;
+                if f != "text" && f != "json" {
+                    return Err(format!("server.logFormat: {f:?} is not text or json"));
+                }
+                out.log_format = Some(f);
+            }
+            "port" => {
+                let port = v
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .ok_or_else(|| "server.port: expected a port number (0-65535)".to_string())?;
+                out.port = Some(port);
+            }
+            other => {
+                return Err(format!(
+                    "server.{other}: unknown key (expected dataDir, address, port, logFormat)"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<FileConfig, String> {
+        FileConfig::parse(Path::new("storch.yaml"), text)
+    }
+
+    #[test]
+    fn full_file() {
+        let c = parse(
+            "server:\n  dataDir: /tmp/d\n  port: 9000\n  logFormat: json\nbackends:\n  - {version: 1, storageDriverName: fake}\nstorageClasses:\n  - {name: fast, attributes: {media: ssd}}\n",
+        )
+        .unwrap();
+        assert_eq!(c.server.port, Some(9000));
+        assert_eq!(c.server.data_dir, Some(PathBuf::from("/tmp/d")));
+        assert_eq!(c.backends.len(), 1);
+        assert_eq!(c.storage_classes[0].name, "fast");
+        assert_eq!(c.declared().source, "storch.yaml");
+        assert_eq!(parse("").unwrap().backends.len(), 0);
+    }
+
+    #[test]
+    fn relative_paths_become_absolute() {
+        let c = parse(
+            "backends:\n  - {storageDriverName: local, pools: {a: {path: ./x/a}, b: {path: /abs}}}\n  - {storageDriverName: fake, statePath: s.json}\n",
+        )
+        .unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            c.backends[0]["pools"]["a"]["path"],
+            cwd.join("./x/a").display().to_string()
+        );
+        assert_eq!(c.backends[0]["pools"]["b"]["path"], "/abs");
+        assert_eq!(
+            c.backends[1]["statePath"],
+            cwd.join("s.json").display().to_string()
+        );
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/local.yaml");
+        let c = FileConfig::from_file(&path).unwrap();
+        assert_eq!(c.backends.len(), 1);
+        let names: Vec<&str> = c.storage_classes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["fast", "bulk", "any"]);
+        for b in &c.backends {
+            crate::drivers::build_driver(b).unwrap();
+        }
+    }
+
+    #[test]
+    fn errors_name_the_entry_and_field() {
+        for (text, needle) in [
+            ("server:\n  port: 70000\n", "server.port"),
+            ("server:\n  logFormat: xml\n", "server.logFormat"),
+            ("server:\n  colour: red\n", "server.colour"),
+            ("backends: {}\n", "backends: expected a list"),
+            ("backends:\n  - 3\n", "backends[0]"),
+            (
+                "storageClasses:\n  - {name: x, attributes: {media: 1}}\n",
+                "storageClasses[0]",
+            ),
+            (
+                "storageClasses:\n  - {name: x, attributes: {colour: red}}\n",
+                "storageClasses[0]",
+            ),
+            ("extra: 1\n", "unknown key \"extra\""),
+            ("a: [\n", "line"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+}
