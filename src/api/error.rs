@@ -362,6 +362,13 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static(RETRY_AFTER_SECS),
             );
         }
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body is never read, so the connection cannot be reused: say so,
+            // or a keep-alive client sends its next request into a closing socket.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
