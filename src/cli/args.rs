@@ -5,12 +5,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::client_args::{
+    ClientArgs, CompletionArgs, CreateKind, DeleteKind, EventsArgs, ExplainKind, GetKind,
+    ReplayArgs, ResizeKind, UpdateKind, VersionArgs,
+};
 use super::logging::LogFormat;
 
 /// storch: a storage orchestrator speaking the Trident 18.07 REST API.
 #[derive(Debug, Parser)]
 #[command(name = "storch", version, propagate_version = true)]
 pub struct Cli {
+    /// How client verbs reach the server and print (ignored by `serve` and offline commands).
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -19,6 +26,33 @@ pub struct Cli {
 pub enum Command {
     /// Run the server: the core (event log, actors) and the REST API.
     Serve(ServeArgs),
+    /// Add a backend, storage class, volume (or clone) or snapshot.
+    #[command(subcommand)]
+    Create(CreateKind),
+    /// Replace a backend's config.
+    #[command(subcommand)]
+    Update(UpdateKind),
+    /// Show backends, storage classes, volumes or snapshots.
+    #[command(subcommand)]
+    Get(GetKind),
+    /// Delete backends, storage classes, volumes or snapshots.
+    #[command(subcommand)]
+    Delete(DeleteKind),
+    /// Grow a volume.
+    #[command(subcommand)]
+    Resize(ResizeKind),
+    /// Explain where a volume of a storage class could be placed, pool by pool.
+    #[command(subcommand)]
+    Explain(ExplainKind),
+    /// Show the event history (from a server), or audit a stopped server's log offline.
+    Events(EventsArgs),
+    /// Print the backends, storage classes and volumes as they stood at a point of the log
+    /// (offline, on a stopped server's data dir).
+    Replay(ReplayArgs),
+    /// Print the server's and this client's versions.
+    Version(VersionArgs),
+    /// Print a shell completion script.
+    Completion(CompletionArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -94,6 +128,7 @@ mod tests {
         let cli = Cli::try_parse_from(argv)?;
         match cli.command {
             Command::Serve(args) => Ok(args),
+            other => panic!("not serve: {other:?}"),
         }
     }
 
