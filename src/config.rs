@@ -194,7 +194,7 @@ mod tests {
     #[test]
     fn full_file() {
         let c = parse(
-            "server:\n  dataDir: /tmp/d\n  port: 9000\n  logFormat: json\nbackends:\n  - {version: 1, storageDriverName: fake}\nstorageClasses:\n  - {name: fast, attributes: {media: ssd}}\n",
+            "server:\n  dataDir: /tmp/d\n  port: 9000\n  logFormat: json\nbackends:\n  - {version: 1, storageDriverName: fake, instanceName: f, pools: {p: {attributes: {}, sizeBytes: 1000000000}}}\nstorageClasses:\n  - {name: fast, attributes: {media: ssd}}\n",
         )
         .unwrap();
         assert_eq!(c.server.port, Some(9000));
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn relative_paths_become_absolute() {
         let c = parse(
-            "backends:\n  - {storageDriverName: local, pools: {a: {path: ./x/a}, b: {path: /abs}}}\n  - {storageDriverName: fake, statePath: s.json}\n",
+            "backends:\n  - {version: 1, storageDriverName: local, backendName: l, pools: {a: {path: ./x/a}, b: {path: /abs}}}\n  - {version: 1, storageDriverName: fake, instanceName: f, statePath: s.json, pools: {p: {attributes: {}, sizeBytes: 1000000000}}}\n",
         )
         .unwrap();
         let cwd = std::env::current_dir().unwrap();
@@ -243,6 +243,10 @@ mod tests {
             ("server:\n  colour: red\n", "server.colour"),
             ("backends: {}\n", "backends: expected a list"),
             ("backends:\n  - 3\n", "backends[0]"),
+            (
+                "backends:\n  - {version: 1, storageDriverName: nope}\n",
+                "backends[0]: unknown storage driver",
+            ),
             (
                 "storageClasses:\n  - {name: x, attributes: {media: 1}}\n",
                 "storageClasses[0]",

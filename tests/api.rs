@@ -106,12 +106,12 @@ impl Api {
         let server = tokio::spawn(storch::api::serve(listener, runtime.core(), async move {
             let _ = stopped.await;
         }));
-        let client = reqwest::Client::builder()
+        let client = storch::api::tls::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap();
-        let fresh = reqwest::Client::builder()
+        let fresh = storch::api::tls::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(0)
@@ -2032,7 +2032,7 @@ async fn a_413_says_connection_close() {
 async fn the_real_binary_serves_the_api() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let client = reqwest::Client::new();
+    let client = storch::api::tls::client();
     let mut server = Server::start(&data, &[]);
     server.wait_ready(&client).await;
     let url = server.url.clone();

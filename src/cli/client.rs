@@ -88,7 +88,7 @@ impl RestClient {
         // reqwest is built without a default rustls provider (the binary installs ring first
         // thing; this covers other callers).
         crate::api::tls::install_default_provider();
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::api::tls::client_builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("storch/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &settings.ca_cert {
