@@ -94,3 +94,52 @@ async fn replay_mode_runs() {
     assert!(r.ready_with_checkpoint_s > 0.0 && r.ready_without_checkpoint_s > 0.0);
     assert!(r.checkpoint_bytes > 0, "shutdown wrote a checkpoint");
 }
+
+#[test]
+fn the_bench_command_prints_json_and_tables() {
+    let bin = env!("CARGO_BIN_EXE_storch");
+    let out = std::process::Command::new(bin)
+        .args([
+            "bench",
+            "provision",
+            "--volumes",
+            "30",
+            "--clients",
+            "3",
+            "--backends",
+            "2",
+            "--pools",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["operations"], 30);
+    assert_eq!(report["options"]["mix"], "create");
+    let out = std::process::Command::new(bin)
+        .args(["bench", "replay", "--volumes", "200"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("full replay") && text.contains("ready, from checkpoint"),
+        "{text}"
+    );
+    let out = std::process::Command::new(bin)
+        .args(["bench", "provision", "--fail-rate", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fail-rate"));
+}

@@ -53,6 +53,9 @@ pub enum Command {
     Version(VersionArgs),
     /// Print a shell completion script.
     Completion(CompletionArgs),
+    /// Offline benchmarks of provisioning throughput and replay.
+    #[command(subcommand)]
+    Bench(super::commands::bench::BenchKind),
 }
 
 #[derive(Debug, Clone, Args)]

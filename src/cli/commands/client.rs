@@ -48,6 +48,7 @@ pub fn run(args: ClientArgs, command: Command) -> CliResult<()> {
             .map(|_| ())
         }
         Command::Replay(r) => audit::replay(&r, format),
+        Command::Bench(kind) => super::bench::run(kind),
         Command::Events(EventsArgs {
             offline: Some(offline),
             ..
@@ -77,7 +78,7 @@ async fn run_rest(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Explain(kind) => explain::run(ctx, kind).await,
         Command::Events(args) => events::run(ctx, args).await,
         Command::Version(_) => version::run(ctx).await,
-        Command::Serve(_) | Command::Replay(_) | Command::Completion(_) => {
+        Command::Serve(_) | Command::Replay(_) | Command::Completion(_) | Command::Bench(_) => {
             unreachable!("run() handles these without a server")
         }
     }

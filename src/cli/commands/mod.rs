@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod audit;
+pub mod bench;
 pub mod client;
 pub mod events;
 pub mod explain;
