@@ -6,6 +6,8 @@
 
 pub mod config;
 pub mod fake;
+pub mod http;
+pub mod ontap;
 pub mod registry;
 
 pub mod conformance;
