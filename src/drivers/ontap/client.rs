@@ -383,10 +383,12 @@ fn transport(api: &str, e: &reqwest::Error) -> ZapiError {
         msg.push_str(&s.to_string());
         src = s.source();
     }
+    // A certificate the client does not trust will not become trusted by retrying.
+    let retryable = http::is_retryable_transport(e) && !msg.contains("certificate");
     ZapiError::Transport {
         api: api.to_string(),
         msg,
-        retryable: http::is_retryable_transport(e),
+        retryable,
     }
 }
 
