@@ -85,11 +85,12 @@ impl FileConfig {
                 Some(_) => Err(format!("{key}: expected a list")),
             }
         };
-        let backends = list("backends")?;
-        for (i, b) in backends.iter().enumerate() {
+        let mut backends = list("backends")?;
+        for (i, b) in backends.iter_mut().enumerate() {
             if !b.is_object() {
                 return Err(format!("backends[{i}]: expected a backend config mapping"));
             }
+            absolute_paths(b).map_err(|e| format!("backends[{i}]: {e}"))?;
         }
         let storage_classes = list("storageClasses")?
             .into_iter()
@@ -114,6 +115,34 @@ impl FileConfig {
             storage_classes: self.storage_classes.clone(),
         }
     }
+}
+
+/// Makes the file paths of a backend config absolute (relative to the current directory), so
+/// the recorded config means the same thing whatever directory storch is restarted from:
+/// `pools.*.path` of the local driver and `statePath` of the fake one.
+fn absolute_paths(backend: &mut Value) -> Result<(), String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let fix = |v: &mut Value| {
+        if let Value::String(p) = v
+            && Path::new(p.as_str()).is_relative()
+        {
+            *p = cwd.join(p.as_str()).display().to_string();
+        }
+    };
+    if let Some(p) = backend.get_mut("statePath") {
+        fix(p);
+    }
+    if backend.get("storageDriverName").and_then(Value::as_str) == Some("local")
+        && let Some(Value::Object(pools)) = backend.get_mut("pools")
+    {
+        for pool in pools.values_mut() {
+            if let Some(p) = pool.get_mut("path") {
+                fix(p);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse_server(s: &serde_json::Map<String, Value>) -> Result<ServerSection, String> {
@@ -171,6 +200,36 @@ mod tests {
         assert_eq!(c.storage_classes[0].name, "fast");
         assert_eq!(c.declared().source, "storch.yaml");
         assert_eq!(parse("").unwrap().backends.len(), 0);
+    }
+
+    #[test]
+    fn relative_paths_become_absolute() {
+        let c = parse(
+            "backends:\n  - {storageDriverName: local, pools: {a: {path: ./x/a}, b: {path: /abs}}}\n  - {storageDriverName: fake, statePath: s.json}\n",
+        )
+        .unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            c.backends[0]["pools"]["a"]["path"],
+            cwd.join("./x/a").display().to_string()
+        );
+        assert_eq!(c.backends[0]["pools"]["b"]["path"], "/abs");
+        assert_eq!(
+            c.backends[1]["statePath"],
+            cwd.join("s.json").display().to_string()
+        );
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/local.yaml");
+        let c = FileConfig::from_file(&path).unwrap();
+        assert_eq!(c.backends.len(), 1);
+        let names: Vec<&str> = c.storage_classes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["fast", "bulk", "any"]);
+        for b in &c.backends {
+            crate::drivers::build_driver(b).unwrap();
+        }
     }
 
     #[test]

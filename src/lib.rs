@@ -12,6 +12,7 @@
 
 pub mod actors;
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod drivers;

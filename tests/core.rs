@@ -745,3 +745,20 @@ async fn declared_config_reconciles_without_touching_volumes() {
     );
     rt.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limit_is_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    for bad in [json!(0), json!(-1), json!("8"), json!(1_000_000)] {
+        let mut b = fake_backend("b", "file", &[("p", ssd())]);
+        b["concurrencyLimit"] = bad.clone();
+        let err = core.add_backend(&ctx(), b).await.unwrap_err();
+        assert!(err.to_string().contains("concurrencyLimit"), "{bad}: {err}");
+    }
+    let mut b = fake_backend("b", "file", &[("p", ssd())]);
+    b["concurrencyLimit"] = json!(4);
+    core.add_backend(&ctx(), b).await.unwrap();
+    rt.shutdown().await;
+}

@@ -406,8 +406,10 @@ async fn clones_split_and_survive_a_lost_job_answer() {
     let d = driver(&backend(&sim, "ontap-nas", json!({})));
     discover(&d).await;
     d.create(&req("trident_src", "aggr1", GIB)).await.unwrap();
-    let mut cfg = VolumeConfig::default();
-    cfg.split_on_clone = "true".into();
+    let cfg = VolumeConfig {
+        split_on_clone: "true".into(),
+        ..VolumeConfig::default()
+    };
     let c = d
         .clone_volume(&CloneRequest {
             internal_name: "trident_split".into(),

@@ -70,7 +70,12 @@ async fn add_backend(client: &reqwest::Client, server: &Server, doc: &Value) -> 
 }
 
 async fn add_class(client: &reqwest::Client, server: &Server, class: Value) {
-    let (status, body) = post(client, format!("{}/trident/v1/storageclass", server.url), &class).await;
+    let (status, body) = post(
+        client,
+        format!("{}/trident/v1/storageclass", server.url),
+        &class,
+    )
+    .await;
     assert_eq!(status, 201, "{body}");
 }
 
@@ -100,14 +105,24 @@ async fn trident_backend_files_classes_and_fallthrough() {
     let client = reqwest::Client::new();
     server.wait_ready(&client).await;
 
-    let nas = add_backend(&client, &server, &pointed(&sim, "backend-ontap-nas.json", true)).await;
+    let nas = add_backend(
+        &client,
+        &server,
+        &pointed(&sim, "backend-ontap-nas.json", true),
+    )
+    .await;
     let eco = add_backend(
         &client,
         &server,
         &pointed(&sim, "backend-ontap-nas-economy.json", false),
     )
     .await;
-    let san = add_backend(&client, &server, &pointed(&sim, "backend-ontap-san.json", true)).await;
+    let san = add_backend(
+        &client,
+        &server,
+        &pointed(&sim, "backend-ontap-san.json", true),
+    )
+    .await;
     let san_full = add_backend(
         &client,
         &server,
@@ -135,12 +150,22 @@ async fn trident_backend_files_classes_and_fallthrough() {
     )
     .await;
     for i in 0..4 {
-        let v = add_volume(&client, &server, &format!("gold-{i}"), "ontap-gold", json!({})).await;
+        let v = add_volume(
+            &client,
+            &server,
+            &format!("gold-{i}"),
+            "ontap-gold",
+            json!({}),
+        )
+        .await;
         assert_eq!(v["backend"], nas.as_str(), "{v}");
         assert_eq!(v["pool"], "aggr1", "{v}");
         let internal = format!("trident_gold_{i}");
         assert_eq!(v["Config"]["internalName"], internal.as_str());
-        assert_eq!(v["Config"]["accessInformation"]["nfsServerIp"], "192.0.2.10");
+        assert_eq!(
+            v["Config"]["accessInformation"]["nfsServerIp"],
+            "192.0.2.10"
+        );
         assert_eq!(
             v["Config"]["accessInformation"]["nfsPath"],
             format!("/{internal}").as_str()
@@ -157,7 +182,10 @@ async fn trident_backend_files_classes_and_fallthrough() {
         assert_eq!(fv.security_style, "unix");
         assert!(!fv.snapdir);
         assert!(!fv.encrypt);
-        assert_eq!(fv.junction.as_deref(), Some(format!("/{internal}").as_str()));
+        assert_eq!(
+            fv.junction.as_deref(),
+            Some(format!("/{internal}").as_str())
+        );
     }
 
     // Economy: a qtree in a pool FlexVol.
@@ -169,7 +197,9 @@ async fn trident_backend_files_classes_and_fallthrough() {
     .await;
     let v = add_volume(&client, &server, "eco-1", "eco", json!({})).await;
     assert_eq!(v["backend"], eco.as_str());
-    let path = v["Config"]["accessInformation"]["nfsPath"].as_str().unwrap();
+    let path = v["Config"]["accessInformation"]["nfsPath"]
+        .as_str()
+        .unwrap();
     assert!(
         path.starts_with("/trident_qtree_pool_trident_") && path.ends_with("/trident_eco_1"),
         "{path}"
@@ -193,14 +223,25 @@ async fn trident_backend_files_classes_and_fallthrough() {
     .await;
     assert_eq!(v["backend"], "san-gold");
     let access = &v["Config"]["accessInformation"];
-    assert!(access["iscsiTargetIqn"].as_str().unwrap().starts_with("iqn.1992-08.com.netapp"));
+    assert!(
+        access["iscsiTargetIqn"]
+            .as_str()
+            .unwrap()
+            .starts_with("iqn.1992-08.com.netapp")
+    );
     assert_eq!(access["iscsiTargetPortal"], "192.0.2.11");
     assert_eq!(access["iscsiIgroup"], "k8s-workers");
     let arr = sim.array();
     let lun = &arr.svms["svm0"].luns["/vol/storch_lun_1/lun0"];
     assert!(lun.maps.contains_key("k8s-workers"));
-    assert!(lun.space_reserved, "spaceReserve volume from the file's defaults");
-    assert_eq!(arr.svms["svm0"].volumes["storch_lun_1"].snapshot_reserve, 10);
+    assert!(
+        lun.space_reserved,
+        "spaceReserve volume from the file's defaults"
+    );
+    assert_eq!(
+        arr.svms["svm0"].volumes["storch_lun_1"].snapshot_reserve,
+        10
+    );
 
     // Fault injection: volume-create fails on aggr1, so every ontap-nas volume falls through
     // to aggr2. Create until the scheduler has visibly tried aggr1 first at least once.
@@ -239,7 +280,9 @@ async fn trident_backend_files_classes_and_fallthrough() {
     assert!(!svm.volumes.contains_key("trident_gold_0"));
     assert!(!svm.luns.contains_key("/vol/storch_lun_1/lun0"));
     assert!(
-        !svm.volumes.keys().any(|v| v.starts_with("trident_qtree_pool_")),
+        !svm.volumes
+            .keys()
+            .any(|v| v.starts_with("trident_qtree_pool_")),
         "the emptied economy FlexVol is pruned"
     );
     drop(server);
@@ -352,7 +395,11 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
     assert!(settled, "volumes did not settle; log:\n{}", server.log());
     let known: BTreeSet<String> = names.iter().cloned().collect();
     let acked = std::mem::take(&mut *acked.lock().unwrap());
-    assert!(!acked.live.is_empty(), "the load made no volumes; log:\n{}", server.log());
+    assert!(
+        !acked.live.is_empty(),
+        "the load made no volumes; log:\n{}",
+        server.log()
+    );
     for v in &acked.live {
         assert!(known.contains(v), "acknowledged volume {v} is lost");
     }

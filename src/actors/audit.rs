@@ -91,7 +91,10 @@ pub(crate) struct Sink {
 
 impl CommitSink for Sink {
     fn committed(&self, batch: &[Envelope]) {
+        let started = std::time::Instant::now();
         self.projection.apply_envelopes(batch);
+        metrics::histogram!("storch_projection_apply_seconds")
+            .record(started.elapsed().as_secs_f64());
         if self.followers.receiver_count() > 0 {
             for env in batch {
                 let _ = self.followers.send(Arc::new(env.clone()));

@@ -16,8 +16,26 @@ use crate::drivers::{
 };
 use crate::events::{BackendEvent, Event};
 
-/// Concurrent driver calls per backend.
+/// Concurrent driver calls per backend, unless its config says `concurrencyLimit`.
 pub(crate) const DEFAULT_BACKEND_LIMIT: usize = 32;
+
+/// The most concurrent driver calls a backend config may ask for.
+const MAX_BACKEND_LIMIT: u64 = 10_000;
+
+/// The backend config's `concurrencyLimit` (a storch extension): how many driver calls may run
+/// on the array at once; the rest queue in the backend's actor.
+pub(crate) fn concurrency_limit(doc: &serde_json::Value) -> Result<usize, String> {
+    match doc.get("concurrencyLimit") {
+        None | Some(serde_json::Value::Null) => Ok(DEFAULT_BACKEND_LIMIT),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=MAX_BACKEND_LIMIT).contains(n))
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                format!("invalid value for concurrencyLimit: expected an integer from 1 to {MAX_BACKEND_LIMIT}")
+            }),
+    }
+}
 
 /// A driver operation, run under the backend's concurrency limit.
 #[derive(Debug)]
@@ -92,12 +110,13 @@ impl BackendActor {
         status: Arc<BackendStatus>,
         shared: Arc<Shared>,
         rebuild: Option<serde_json::Value>,
+        limit: usize,
     ) -> BackendActor {
         BackendActor {
             name,
             rebuild,
             status,
-            limit: Arc::new(Semaphore::new(DEFAULT_BACKEND_LIMIT)),
+            limit: Arc::new(Semaphore::new(limit)),
             shared,
             init_attempts: 0,
         }
@@ -255,8 +274,11 @@ impl Handler<Call> for BackendActor {
         Box::pin(async move {
             let driver = driver?;
             status.queued.fetch_add(1, Ordering::Relaxed);
+            let queued_at = std::time::Instant::now();
             let permit = limit.acquire_owned().await;
             status.queued.fetch_sub(1, Ordering::Relaxed);
+            metrics::histogram!("storch_backend_queue_seconds")
+                .record(queued_at.elapsed().as_secs_f64());
             let _permit = permit.map_err(|_| DriverError::Unavailable("backend stopped".into()))?;
             status.in_flight.fetch_add(1, Ordering::Relaxed);
             let kind = call.kind();

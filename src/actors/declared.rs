@@ -208,16 +208,17 @@ impl Core {
         }
         let mut redacted = doc.clone();
         let secrets = crate::secrets::split(&mut redacted);
-        if redacted.to_string() != rec.config {
+        let recorded: Option<serde_json::Value> = serde_json::from_str(&rec.config).ok();
+        if recorded.as_ref() != Some(&redacted) {
             return false;
         }
-        let recorded = match &rec.secrets {
+        let recorded_secrets = match &rec.secrets {
             Some(sealed) => match self.shared.secrets.unseal(sealed) {
                 Ok(s) => s,
                 Err(_) => return false,
             },
             None => BTreeMap::new(),
         };
-        recorded == secrets
+        recorded_secrets == secrets
     }
 }

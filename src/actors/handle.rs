@@ -180,6 +180,8 @@ pub(super) struct PreparedBackend {
     redacted: String,
     sealed: Option<crate::model::Sealed>,
     discovery: crate::drivers::Discovery,
+    /// Concurrent driver calls allowed (`concurrencyLimit`).
+    limit: usize,
 }
 
 fn driver_error(e: crate::drivers::DriverError) -> CoreError {
@@ -321,6 +323,7 @@ impl Core {
         let mut redacted = doc.clone();
         let secrets = crate::secrets::split(&mut redacted);
         let built = crate::drivers::build_driver(&doc).map_err(driver_error)?;
+        let limit = super::backend::concurrency_limit(&doc).map_err(CoreError::Invalid)?;
         let driver_name = built.driver.driver_name().to_string();
         let discovery = built.driver.discover().await.map_err(|e| {
             CoreError::Failed(format!(
@@ -335,6 +338,7 @@ impl Core {
             driver_name,
             redacted: redacted.to_string(),
             sealed: self.shared.secrets.seal(&secrets),
+            limit,
             discovery,
         })
     }
@@ -386,7 +390,7 @@ impl Core {
         start_backend(
             &self.shared,
             &name,
-            DriverSource::Ready(prepared.driver, prepared.discovery),
+            DriverSource::Ready(prepared.driver, prepared.discovery, prepared.limit),
         );
         super::class::rematch_all(&self.shared).await;
         tracing::info!(backend = %name, "backend added");
@@ -486,7 +490,7 @@ impl Core {
         start_backend(
             &self.shared,
             &new_name,
-            DriverSource::Ready(prepared.driver, prepared.discovery),
+            DriverSource::Ready(prepared.driver, prepared.discovery, prepared.limit),
         );
         super::class::rematch_all(&self.shared).await;
         tracing::info!(backend = %new_name, "backend updated");
@@ -1017,9 +1021,11 @@ impl Core {
 /// Where a backend actor gets its driver.
 pub(crate) enum DriverSource {
     /// Built and discovered just now (added or updated over the API): online at once.
+    /// The last field is the concurrency limit.
     Ready(
         Arc<dyn crate::drivers::StorageDriver>,
         crate::drivers::Discovery,
+        usize,
     ),
     /// A config from the log (secrets merged back): built and discovered by the actor, with
     /// retries, while the backend shows `initializing`/`failed`.
@@ -1030,17 +1036,26 @@ pub(crate) enum DriverSource {
 
 /// Starts a backend actor and registers it.
 pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSource) {
-    let (status, rebuild) = match source {
-        DriverSource::Ready(driver, discovery) => {
+    let (status, rebuild, limit) = match source {
+        DriverSource::Ready(driver, discovery, limit) => {
             let status = BackendStatus::new(BackendState::Online, Some(driver));
             *write(&status.free_bytes) = discovery.free_bytes;
-            (status, None)
+            (status, None, limit)
         }
-        DriverSource::Build(doc) => (
-            BackendStatus::new(BackendState::Initializing, None),
-            Some(doc),
+        DriverSource::Build(doc) => {
+            let limit = super::backend::concurrency_limit(&doc)
+                .unwrap_or(super::backend::DEFAULT_BACKEND_LIMIT);
+            (
+                BackendStatus::new(BackendState::Initializing, None),
+                Some(doc),
+                limit,
+            )
+        }
+        DriverSource::Broken(why) => (
+            BackendStatus::new(BackendState::Failed(why), None),
+            None,
+            super::backend::DEFAULT_BACKEND_LIMIT,
         ),
-        DriverSource::Broken(why) => (BackendStatus::new(BackendState::Failed(why), None), None),
     };
     let status = Arc::new(status);
     let actor = super::backend::BackendActor::new(
@@ -1048,6 +1063,7 @@ pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSour
         status.clone(),
         shared.clone(),
         rebuild,
+        limit,
     );
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     write(&shared.backends).insert(name.to_string(), BackendSlot { addr, status });

@@ -275,6 +275,19 @@ async fn create(
     } else {
         clone_plan(shared, config)?
     };
+    // A name every candidate array would refuse is bad input, not a placement failure.
+    let shortest = candidates
+        .iter()
+        .filter_map(|p| internal_name(shared, &p.backend, name).ok())
+        .map(|n| n.len())
+        .min()
+        .unwrap_or(0);
+    if shortest > crate::model::MAX_NAME_LEN {
+        return Err(CoreError::Invalid(format!(
+            "name is too long: the array-side name would be {shortest} bytes, at most {} are allowed",
+            crate::model::MAX_NAME_LEN
+        )));
+    }
     let events = vec![
         Event::volume(
             name,

@@ -19,6 +19,7 @@
 //! reported as [`LogError::Corrupt`] with its sequence and nothing after it is yielded; the
 //! only way past it is the explicit operator action [`EventLog::truncate_after`].
 
+pub mod baseline;
 mod codec;
 mod store;
 mod writer;

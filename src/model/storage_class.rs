@@ -68,7 +68,14 @@ impl StorageClassConfig {
         let required = take(REQUIRED_STORAGE);
         let additional_storage_pools = match (additional, required) {
             (Some(v), _) => take_selector(ADDITIONAL_STORAGE_POOLS, Some(v))?,
-            (None, required) => take_selector(REQUIRED_STORAGE, required)?,
+            (None, required) => {
+                let sel = take_selector(REQUIRED_STORAGE, required)?;
+                // Check the patterns here, where errors can still name the key the client
+                // used: the class only remembers them as additionalStoragePools.
+                let mut budget = usize::MAX;
+                CompiledSelector::compile(REQUIRED_STORAGE, &sel, &mut budget)?;
+                sel
+            }
         };
         let exclude_storage_pools =
             take_selector(EXCLUDE_STORAGE_POOLS, take(EXCLUDE_STORAGE_POOLS))?;

@@ -345,9 +345,9 @@ pub const RESPONSE_PROLOG: &str =
 /// A response document around a `results` element (simulator side).
 pub fn response(server_version: &str, results: &Node) -> String {
     let mut out = String::from(RESPONSE_PROLOG);
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<netapp version='{server_version}' xmlns='{NAMESPACE}'>\n"
+        "<netapp version='{server_version}' xmlns='{NAMESPACE}'>"
     );
     results.write_to(&mut out);
     out.push_str("</netapp>");

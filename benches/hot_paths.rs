@@ -1,0 +1,163 @@
+//! Micro-benchmarks of storch's hot paths: storage-class matching over many pools, event
+//! encoding and decoding, a group-commit append, and replay of a fixed log.
+//! `cargo bench --bench hot_paths`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use storch::events::{Event, VolumeEvent};
+use storch::log::{CommitSink, Durability, Envelope, EventLog, NewEvent};
+use storch::model::{CompiledClass, Offer, PoolInfo, PoolRef, StorageClassConfig, VolumeConfig};
+use storch::projections::State;
+
+fn pools(n: usize) -> Vec<(String, PoolInfo)> {
+    (0..n)
+        .map(|i| {
+            let media = ["ssd", "hdd", "hybrid"][i % 3];
+            let offers = [
+                (
+                    "backendType".to_string(),
+                    Offer::Strings(["fake".to_string()].into()),
+                ),
+                (
+                    "media".to_string(),
+                    Offer::Strings([media.to_string()].into()),
+                ),
+                ("snapshots".to_string(), Offer::Bool(i % 2 == 0)),
+                (
+                    "IOPS".to_string(),
+                    Offer::Int {
+                        min: 100,
+                        max: 1000 * (i as i64 % 10 + 1),
+                    },
+                ),
+            ]
+            .into();
+            (
+                format!("backend{}", i / 8),
+                PoolInfo {
+                    name: format!("pool{i}"),
+                    offers,
+                    total_bytes: None,
+                },
+            )
+        })
+        .collect()
+}
+
+fn matching(c: &mut Criterion) {
+    let pools = pools(1024);
+    let class = |body: &str| {
+        CompiledClass::compile(StorageClassConfig::from_json(body.as_bytes()).unwrap()).unwrap()
+    };
+    let attrs =
+        class(r#"{"name":"gold","attributes":{"media":"ssd","snapshots":"true","IOPS":"2000"}}"#);
+    let regex = class(
+        r#"{"name":"r","storagePools":{"backend1.*":["pool[0-9]+"]},"excludeStoragePools":{"backend12":[".*"]}}"#,
+    );
+    c.bench_function("match 1024 pools, 3 attributes", |b| {
+        b.iter(|| pools.iter().filter(|(be, p)| attrs.matches(be, p)).count())
+    });
+    c.bench_function("match 1024 pools, regex lists", |b| {
+        b.iter(|| pools.iter().filter(|(be, p)| regex.matches(be, p)).count())
+    });
+}
+
+fn created(i: u64) -> Event {
+    Event::volume(
+        format!("pvc-{i:08}"),
+        VolumeEvent::Created {
+            pool: PoolRef::new("backend1", "pool1"),
+            internal_name: format!("trident_pvc_{i:08}"),
+            protocol: storch::model::Protocol::File,
+            access: Box::default(),
+            secrets: None,
+            adopted: false,
+        },
+    )
+}
+
+fn codec(c: &mut Criterion) {
+    let requested = Event::volume(
+        "pvc-1",
+        VolumeEvent::Requested {
+            config: Box::new(VolumeConfig {
+                name: "pvc-1".into(),
+                size: "1Gi".into(),
+                storage_class: "gold".into(),
+                ..Default::default()
+            }),
+            size_bytes: 1 << 30,
+        },
+    );
+    let bytes = storch::events::encode(&requested);
+    c.bench_function("encode VolumeRequested", |b| {
+        b.iter(|| storch::events::encode(black_box(&requested)))
+    });
+    c.bench_function("decode VolumeRequested", |b| {
+        b.iter(|| {
+            storch::events::decode(storch::events::SCHEMA_VERSION, black_box(&bytes)).unwrap()
+        })
+    });
+}
+
+struct Discard;
+impl CommitSink for Discard {
+    fn committed(&self, _: &[Envelope]) {}
+}
+
+fn new_event(e: &Event) -> NewEvent {
+    NewEvent {
+        kind: e.kind().into(),
+        stream: e.stream(),
+        schema: storch::events::SCHEMA_VERSION,
+        payload: storch::events::encode(e),
+    }
+}
+
+fn append(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(&dir.path().join("log"), Durability::Flush).unwrap();
+    let appender = rt.block_on(async { log.start_writer(Arc::new(Discard)) });
+    let batch: Vec<NewEvent> = (0..64).map(|i| new_event(&created(i))).collect();
+    c.bench_function("durable group-commit append of 64 events", |b| {
+        b.iter_batched(
+            || batch.clone(),
+            |batch| rt.block_on(appender.append("bench", batch)).unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+fn replay(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(&dir.path().join("log"), Durability::Write).unwrap();
+    rt.block_on(async {
+        let appender = log.start_writer(Arc::new(Discard));
+        for chunk in 0..10u64 {
+            let batch = (0..1000)
+                .map(|i| new_event(&created(chunk * 1000 + i)))
+                .collect();
+            appender.append("bench", batch).await.unwrap();
+        }
+    });
+    c.bench_function("replay 10k events into the projection", |b| {
+        b.iter(|| {
+            let mut state = State::default();
+            for env in log.read_from(1) {
+                let env = env.unwrap();
+                state.apply(
+                    env.seq,
+                    &storch::events::decode(env.schema, &env.payload).unwrap(),
+                );
+            }
+            state.head
+        })
+    });
+}
+
+criterion_group!(benches, matching, codec, append, replay);
+criterion_main!(benches);

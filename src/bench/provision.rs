@@ -1,0 +1,472 @@
+//! `storch bench provision`: creates (and deletes, clones) volumes through the whole
+//! pipeline — validation, placement, durable intent, backend actor, outcome, projection — with
+//! C concurrent clients against B fake backends, and measures it against the disk's floor.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::recorder::BenchRecorder;
+use super::{Percentiles, dir_bytes, fsync_p50, peak_rss_bytes};
+use crate::actors::{Core, CoreOptions, CoreRuntime, Readiness, RequestCtx};
+use crate::drivers::fake::Latency;
+use crate::log::Durability;
+use crate::model::{StorageClassConfig, VolumeConfig};
+
+/// What each client does per volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mix {
+    /// Create volumes.
+    Create,
+    /// Create each volume, then delete it (two operations).
+    Churn,
+    /// Clone a per-client source volume.
+    Clone,
+}
+
+impl std::str::FromStr for Mix {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mix, String> {
+        match s {
+            "create" => Ok(Mix::Create),
+            "churn" => Ok(Mix::Churn),
+            "clone" => Ok(Mix::Clone),
+            other => Err(format!("mix {other:?} is not create, churn or clone")),
+        }
+    }
+}
+
+/// How to run the provisioning benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProvisionOptions {
+    pub volumes: u64,
+    pub clients: usize,
+    pub backends: usize,
+    pub pools: usize,
+    /// Concurrent driver calls per backend.
+    pub backend_limit: usize,
+    /// Fake backend latency: `0ms`, `50ms`, `lognormal:200ms`.
+    pub latency: String,
+    /// Probability that a fake create fails (the scheduler then tries the next pool).
+    pub fail_rate: f64,
+    pub mix: Mix,
+    #[serde(serialize_with = "durability_name")]
+    pub durability: Durability,
+    /// Where the log goes; a temporary directory (removed afterwards) when `None`.
+    pub data_dir: Option<PathBuf>,
+}
+
+fn durability_name<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match d {
+        Durability::Flush => "flush",
+        Durability::Write => "write",
+        Durability::Memory => "memory",
+    })
+}
+
+impl Default for ProvisionOptions {
+    fn default() -> Self {
+        ProvisionOptions {
+            volumes: 10_000,
+            clients: 64,
+            backends: 4,
+            pools: 4,
+            backend_limit: 32,
+            latency: "0ms".into(),
+            fail_rate: 0.0,
+            mix: Mix::Create,
+            durability: Durability::Flush,
+            data_dir: None,
+        }
+    }
+}
+
+impl ProvisionOptions {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.volumes == 0 || self.clients == 0 || self.backends == 0 || self.pools == 0 {
+            return Err("--volumes, --clients, --backends and --pools must be at least 1".into());
+        }
+        if self.backend_limit == 0 || self.backend_limit > 10_000 {
+            return Err("--backend-limit must be from 1 to 10000".into());
+        }
+        if !(0.0..=1.0).contains(&self.fail_rate) {
+            return Err("--fail-rate must be from 0 to 1".into());
+        }
+        if self.fail_rate >= 1.0 {
+            return Err("--fail-rate 1 would make every create fail; use less than 1".into());
+        }
+        Latency::parse(&self.latency)
+            .map(|_| ())
+            .map_err(|e| format!("--latency: {e}"))
+    }
+}
+
+/// Time spent in each stage of an operation, across all operations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Split {
+    /// Waiting for a backend's concurrency permit.
+    pub queueing: Option<Percentiles>,
+    /// Durable log append (group commit), per append.
+    pub append: Option<Percentiles>,
+    /// The driver call itself.
+    pub backend: Option<Percentiles>,
+    /// Applying a committed batch to the projection.
+    pub projection: Option<Percentiles>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolShare {
+    pub backend: String,
+    pub pool: String,
+    pub volumes: u64,
+}
+
+/// How evenly random placement spread the volumes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub pools: Vec<PoolShare>,
+    /// Pearson's chi-square against a uniform spread.
+    pub chi_square: f64,
+    pub degrees_of_freedom: u64,
+}
+
+/// The floors measured in the same run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Baseline {
+    /// One 4 KiB write + fdatasync, median.
+    pub fsync_p50_us: u64,
+    /// Raw durable group-commit appends of same-sized records straight into sled, with the
+    /// batch size storch achieved.
+    pub raw_sled_records_per_sec: f64,
+    pub raw_record_bytes: usize,
+    pub raw_batch: usize,
+    /// Events storch made durable per second in this run.
+    pub storch_events_per_sec: f64,
+    /// storch events/s ÷ raw records/s.
+    pub ratio_to_raw: f64,
+    /// B·L/latency, when the backends have a latency.
+    pub littles_law_ops_per_sec: Option<f64>,
+    /// operations/s ÷ that bound.
+    pub share_of_bound: Option<f64>,
+}
+
+/// The result of a run. JSON field names are stable.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProvisionReport {
+    pub options: ProvisionOptions,
+    pub operations: u64,
+    pub failed: u64,
+    pub elapsed_s: f64,
+    pub ops_per_sec: f64,
+    pub latency: Percentiles,
+    pub split: Split,
+    pub events_per_op: f64,
+    pub flushes_per_op: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub log_bytes_per_volume: f64,
+    pub distribution: Distribution,
+    pub baseline: Baseline,
+}
+
+fn backend_doc(i: usize, opts: &ProvisionOptions) -> serde_json::Value {
+    let pools: serde_json::Map<String, serde_json::Value> = (0..opts.pools)
+        .map(|p| {
+            (
+                format!("p{p}"),
+                json!({"attributes": {}, "sizeBytes": u64::MAX / 4}),
+            )
+        })
+        .collect();
+    json!({
+        "version": 1, "storageDriverName": "fake", "backendName": format!("bench{i}"),
+        "instanceName": format!("bench{i}"), "protocol": "file", "pools": pools,
+        "latency": opts.latency, "failureRate": opts.fail_rate,
+        "concurrencyLimit": opts.backend_limit,
+    })
+}
+
+struct ClientResult {
+    latency: hdrhistogram::Histogram<u64>,
+    failed: u64,
+    placed: BTreeMap<(String, String), u64>,
+}
+
+async fn client(
+    core: Core,
+    next: Arc<AtomicU64>,
+    id: usize,
+    opts: Arc<ProvisionOptions>,
+) -> ClientResult {
+    let mut r = ClientResult {
+        latency: hdrhistogram::Histogram::new(3).expect("valid"),
+        failed: 0,
+        placed: BTreeMap::new(),
+    };
+    let ctx = RequestCtx::new(format!("bench-{id}"));
+    let source = format!("bench-src-{id}");
+    if opts.mix == Mix::Clone {
+        let cfg = VolumeConfig {
+            name: source.clone(),
+            size: "1Gi".into(),
+            storage_class: "bench".into(),
+            ..Default::default()
+        };
+        if core.add_volume(&ctx, cfg).await.is_err() {
+            r.failed += 1;
+            return r;
+        }
+    }
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= opts.volumes {
+            return r;
+        }
+        let name = format!("bench-{i}");
+        let cfg = match opts.mix {
+            Mix::Clone => VolumeConfig {
+                name: name.clone(),
+                clone_source_volume: source.clone(),
+                ..Default::default()
+            },
+            _ => VolumeConfig {
+                name: name.clone(),
+                size: "1Gi".into(),
+                storage_class: "bench".into(),
+                ..Default::default()
+            },
+        };
+        let t = Instant::now();
+        match core.add_volume(&ctx, cfg).await {
+            Ok(v) => {
+                r.latency.saturating_record(t.elapsed().as_micros() as u64);
+                *r.placed.entry((v.backend, v.pool)).or_default() += 1;
+            }
+            Err(_) => {
+                r.failed += 1;
+                continue;
+            }
+        }
+        if opts.mix == Mix::Churn {
+            let t = Instant::now();
+            match core.delete_volume(&ctx, &name).await {
+                Ok(()) => r.latency.saturating_record(t.elapsed().as_micros() as u64),
+                Err(_) => r.failed += 1,
+            }
+        }
+    }
+}
+
+async fn wait_ready(core: &Core) -> Result<(), String> {
+    loop {
+        match core.readiness() {
+            Readiness::Ready => return Ok(()),
+            Readiness::Failed(e) => return Err(e),
+            Readiness::Replaying => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+/// Runs the benchmark. `progress(done, total)` is called about ten times a second.
+pub async fn run_provision(
+    opts: ProvisionOptions,
+    progress: impl Fn(u64, u64) + Send + 'static,
+) -> Result<ProvisionReport, String> {
+    opts.validate()?;
+    let (dir, temporary) = match &opts.data_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("storch-bench-{}", uuid::Uuid::new_v4())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run_in(&dir, opts, progress).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn run_in(
+    dir: &std::path::Path,
+    opts: ProvisionOptions,
+    progress: impl Fn(u64, u64) + Send + 'static,
+) -> Result<ProvisionReport, String> {
+    let recorder = BenchRecorder::global();
+    let rt = CoreRuntime::start(CoreOptions {
+        data_dir: dir.to_path_buf(),
+        durability: opts.durability,
+        ..CoreOptions::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let core = rt.core();
+    wait_ready(&core).await?;
+    let setup = RequestCtx::new("bench-setup");
+    for i in 0..opts.backends {
+        core.add_backend(&setup, backend_doc(i, &opts))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let class = StorageClassConfig::from_json(br#"{"name":"bench"}"#)?;
+    core.add_storage_class(&setup, class)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(r) = recorder {
+        r.reset();
+    }
+
+    let opts = Arc::new(opts);
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let ticker = {
+        let next = next.clone();
+        let total = opts.volumes;
+        tokio::spawn(async move {
+            loop {
+                progress(next.load(Ordering::Relaxed).min(total), total);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let clients: Vec<_> = (0..opts.clients)
+        .map(|id| tokio::spawn(client(core.clone(), next.clone(), id, opts.clone())))
+        .collect();
+    let mut latency = hdrhistogram::Histogram::<u64>::new(3).expect("valid");
+    let mut failed = 0;
+    let mut placed: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for c in clients {
+        let r = c.await.map_err(|e| e.to_string())?;
+        latency.add(&r.latency).map_err(|e| e.to_string())?;
+        failed += r.failed;
+        for (k, v) in r.placed {
+            *placed.entry(k).or_default() += v;
+        }
+    }
+    let elapsed = started.elapsed();
+    ticker.abort();
+
+    let operations = latency.len();
+    let events = recorder
+        .map(|r| r.counter("storch_events_appended_total"))
+        .unwrap_or(0);
+    let flushes = recorder
+        .and_then(|r| r.histogram("storch_log_flush_seconds"))
+        .map(|h| h.len())
+        .unwrap_or(0);
+    let split = match recorder {
+        Some(r) => Split {
+            queueing: r
+                .histogram("storch_backend_queue_seconds")
+                .map(|h| Percentiles::of(&h)),
+            append: r
+                .histogram("storch_log_append_seconds")
+                .map(|h| Percentiles::of(&h)),
+            backend: r
+                .histogram("storch_driver_call_seconds")
+                .map(|h| Percentiles::of(&h)),
+            projection: r
+                .histogram("storch_projection_apply_seconds")
+                .map(|h| Percentiles::of(&h)),
+        },
+        None => Split::default(),
+    };
+    rt.shutdown().await;
+
+    let log_bytes = dir_bytes(&dir.join("log"));
+    let volumes_made = placed.values().sum::<u64>().max(1);
+    let per_op = |n: u64| {
+        if operations == 0 {
+            0.0
+        } else {
+            n as f64 / operations as f64
+        }
+    };
+
+    // Baselines, in the same run and on the same disk.
+    let fsync = fsync_p50(dir, 200).map_err(|e| format!("fsync baseline: {e}"))?;
+    let record_bytes = if events == 0 {
+        256
+    } else {
+        (log_bytes / events.max(1)).clamp(64, 4096) as usize
+    };
+    let batch = if flushes == 0 {
+        64
+    } else {
+        (events / flushes.max(1)).max(1) as usize
+    };
+    let raw_dir = dir.join("raw-baseline");
+    let raw_records = events.clamp(1_000, 200_000);
+    let raw = crate::log::baseline::raw_group_commit(&raw_dir, raw_records, record_bytes, batch)
+        .await
+        .map_err(|e| format!("raw sled baseline: {e}"))?;
+    let _ = std::fs::remove_dir_all(&raw_dir);
+    let storch_events_per_sec = events as f64 / elapsed.as_secs_f64().max(1e-9);
+    let ops_per_sec = operations as f64 / elapsed.as_secs_f64().max(1e-9);
+    let median = match Latency::parse(&opts.latency) {
+        Ok(Latency::Fixed(d)) => Some(d),
+        Ok(Latency::LogNormal { median, .. }) => Some(median),
+        _ => None,
+    }
+    .filter(|d| !d.is_zero());
+    let bound = median.map(|m| (opts.backends * opts.backend_limit) as f64 / m.as_secs_f64());
+
+    let total: u64 = placed.values().sum();
+    let k = (opts.backends * opts.pools) as u64;
+    let expected = total as f64 / k as f64;
+    let mut chi = 0.0;
+    for b in 0..opts.backends {
+        for p in 0..opts.pools {
+            let o = placed
+                .get(&(format!("bench{b}"), format!("p{p}")))
+                .copied()
+                .unwrap_or(0) as f64;
+            if expected > 0.0 {
+                chi += (o - expected).powi(2) / expected;
+            }
+        }
+    }
+    let distribution = Distribution {
+        pools: placed
+            .into_iter()
+            .map(|((backend, pool), volumes)| PoolShare {
+                backend,
+                pool,
+                volumes,
+            })
+            .collect(),
+        chi_square: if opts.mix == Mix::Clone { 0.0 } else { chi },
+        degrees_of_freedom: k.saturating_sub(1),
+    };
+    Ok(ProvisionReport {
+        operations,
+        failed,
+        elapsed_s: elapsed.as_secs_f64(),
+        ops_per_sec,
+        latency: Percentiles::of(&latency),
+        split,
+        events_per_op: per_op(events),
+        flushes_per_op: per_op(flushes),
+        peak_rss_bytes: peak_rss_bytes(),
+        log_bytes_per_volume: log_bytes as f64 / volumes_made as f64,
+        distribution,
+        baseline: Baseline {
+            fsync_p50_us: fsync.as_micros() as u64,
+            raw_sled_records_per_sec: raw.records_per_sec(),
+            raw_record_bytes: record_bytes,
+            raw_batch: batch,
+            storch_events_per_sec,
+            ratio_to_raw: storch_events_per_sec / raw.records_per_sec().max(1e-9),
+            littles_law_ops_per_sec: bound,
+            share_of_bound: bound.map(|b| ops_per_sec / b),
+        },
+        options: Arc::try_unwrap(opts).unwrap_or_else(|a| (*a).clone()),
+    })
+}

@@ -1,0 +1,239 @@
+//! `storch bench replay`: builds a log of N volumes' lifecycles, then measures cold replay
+//! (events/s, time until ready) with and without a checkpoint, and projection memory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{dir_bytes, rss_bytes};
+use crate::actors::{CoreOptions, CoreRuntime, Readiness};
+use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
+use crate::log::{CommitSink, Durability, Envelope, EventLog, NewEvent};
+use crate::model::{
+    AccessInfo, Offer, PoolInfo, PoolRef, Protocol, StorageClassConfig, VolumeConfig,
+};
+use crate::projections::State;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayOptions {
+    pub volumes: u64,
+    /// Where the log goes; a temporary directory (removed afterwards) when `None`.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// The result of a run. JSON field names are stable.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    pub options: ReplayOptions,
+    pub events: u64,
+    pub log_bytes: u64,
+    pub build_s: f64,
+    /// Reading, verifying, decoding and folding the whole log in one thread.
+    pub full_replay_s: f64,
+    pub full_replay_events_per_sec: f64,
+    /// `CoreRuntime::start` until ready, without a checkpoint (full replay, actors started).
+    pub ready_without_checkpoint_s: f64,
+    /// The same with the checkpoint written at the previous shutdown.
+    pub ready_with_checkpoint_s: f64,
+    pub checkpoint_bytes: u64,
+    /// Resident memory the folded state took, per volume (an estimate from RSS).
+    pub projection_bytes_per_volume: Option<f64>,
+}
+
+struct Discard;
+impl CommitSink for Discard {
+    fn committed(&self, _: &[Envelope]) {}
+}
+
+fn new_event(e: &Event) -> NewEvent {
+    NewEvent {
+        kind: e.kind().into(),
+        stream: e.stream(),
+        schema: crate::events::SCHEMA_VERSION,
+        payload: crate::events::encode(e),
+    }
+}
+
+async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
+    let log = EventLog::open(&dir.join("log"), Durability::Write).map_err(|e| e.to_string())?;
+    let appender = log.start_writer(Arc::new(Discard));
+    let config = serde_json::json!({
+        "version": 1, "storageDriverName": "fake", "backendName": "replay",
+        "instanceName": "replay", "protocol": "file",
+        "pools": {"p1": {"attributes": {}, "sizeBytes": u64::MAX / 4}},
+    });
+    let pool = PoolInfo {
+        name: "p1".into(),
+        offers: [(
+            "backendType".to_string(),
+            Offer::Strings(["fake".to_string()].into()),
+        )]
+        .into(),
+        total_bytes: Some(u64::MAX / 4),
+    };
+    let class = StorageClassConfig::from_json(br#"{"name":"bench"}"#)?;
+    let setup = [
+        Event::backend(
+            "replay",
+            BackendEvent::Added {
+                driver: "fake".into(),
+                config: config.to_string(),
+                secrets: None,
+            },
+        ),
+        Event::backend(
+            "replay",
+            BackendEvent::PoolsDiscovered {
+                protocol: Protocol::File,
+                pools: vec![pool],
+            },
+        ),
+        Event::class("bench", StorageClassEvent::Added { config: class }),
+    ];
+    let mut events = setup.len() as u64;
+    appender
+        .append("bench", setup.iter().map(new_event).collect())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut v = 0;
+    while v < volumes {
+        let mut batch = Vec::new();
+        for _ in 0..1000.min(volumes - v) {
+            let name = format!("pvc-{v:08}");
+            let internal = format!("trident-{name}");
+            let cfg = VolumeConfig {
+                version: "1".into(),
+                name: name.clone(),
+                size: "1073741824".into(),
+                storage_class: "bench".into(),
+                ..Default::default()
+            };
+            let pool = PoolRef::new("replay", "p1");
+            batch.push(new_event(&Event::volume(
+                &name,
+                VolumeEvent::Requested {
+                    config: Box::new(cfg),
+                    size_bytes: 1 << 30,
+                },
+            )));
+            batch.push(new_event(&Event::volume(
+                &name,
+                VolumeEvent::PlacementPlanned {
+                    candidates: vec![pool.clone()],
+                    seed: v,
+                },
+            )));
+            let access = AccessInfo {
+                nfs_server_ip: "192.0.2.1".into(),
+                nfs_path: format!("/{internal}"),
+                ..Default::default()
+            };
+            batch.push(new_event(&Event::volume(
+                &name,
+                VolumeEvent::Created {
+                    pool,
+                    internal_name: internal,
+                    protocol: Protocol::File,
+                    access: Box::new(access),
+                    secrets: None,
+                    adopted: false,
+                },
+            )));
+            v += 1;
+        }
+        events += batch.len() as u64;
+        appender
+            .append("bench", batch)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    drop(appender);
+    log.shutdown().await.map_err(|e| e.to_string())?;
+    Ok(events)
+}
+
+async fn time_to_ready(dir: &std::path::Path) -> Result<Duration, String> {
+    let started = Instant::now();
+    let rt = CoreRuntime::start(CoreOptions {
+        data_dir: dir.to_path_buf(),
+        ..CoreOptions::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let core = rt.core();
+    let ready = loop {
+        match core.readiness() {
+            Readiness::Ready => break started.elapsed(),
+            Readiness::Failed(e) => return Err(e),
+            Readiness::Replaying => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    };
+    rt.shutdown().await;
+    Ok(ready)
+}
+
+pub async fn run_replay(opts: ReplayOptions) -> Result<ReplayReport, String> {
+    if opts.volumes == 0 {
+        return Err("--volumes must be at least 1".into());
+    }
+    let (dir, temporary) = match &opts.data_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("storch-bench-{}", uuid::Uuid::new_v4())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run_in(&dir, opts).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn run_in(dir: &std::path::Path, opts: ReplayOptions) -> Result<ReplayReport, String> {
+    let started = Instant::now();
+    let events = build(dir, opts.volumes).await?;
+    let build_s = started.elapsed().as_secs_f64();
+    let log_bytes = dir_bytes(&dir.join("log"));
+
+    let log_dir = dir.join("log");
+    let (full, per_volume) = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let log = EventLog::open(&log_dir, Durability::Write).map_err(|e| e.to_string())?;
+        let before = rss_bytes();
+        let started = Instant::now();
+        let mut state = State::default();
+        for env in log.read_from(1) {
+            let env = env.map_err(|e| e.to_string())?;
+            let ev = crate::events::decode(env.schema, &env.payload).map_err(|e| e.to_string())?;
+            state.apply(env.seq, &ev);
+        }
+        let elapsed = started.elapsed();
+        let per_volume = match (before, rss_bytes()) {
+            (Some(b), Some(a)) if a > b => Some((a - b) as f64 / state.volumes.len().max(1) as f64),
+            _ => None,
+        };
+        drop(state);
+        Ok((elapsed, per_volume))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+
+    let without = time_to_ready(dir).await?; // its shutdown writes a checkpoint
+    let checkpoint_bytes = dir_bytes(&dir.join("log")).saturating_sub(log_bytes);
+    let with = time_to_ready(dir).await?;
+    Ok(ReplayReport {
+        events,
+        log_bytes,
+        build_s,
+        full_replay_s: full.as_secs_f64(),
+        full_replay_events_per_sec: events as f64 / full.as_secs_f64().max(1e-9),
+        ready_without_checkpoint_s: without.as_secs_f64(),
+        ready_with_checkpoint_s: with.as_secs_f64(),
+        checkpoint_bytes,
+        projection_bytes_per_volume: per_volume,
+        options: opts,
+    })
+}

@@ -1,0 +1,96 @@
+//! Smoke tests of `storch bench`: every mode runs on a tiny size and reports sane numbers.
+//! Correctness only — no timing assertions.
+
+use storch::bench::{Mix, ProvisionOptions, ReplayOptions, run_provision, run_replay};
+use storch::log::Durability;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_provision_mode_runs() {
+    for (mix, durability, latency, fail_rate) in [
+        (Mix::Create, Durability::Flush, "0ms", 0.0),
+        (Mix::Churn, Durability::Write, "1ms", 0.0),
+        (Mix::Clone, Durability::Memory, "lognormal:1ms", 0.0),
+        (Mix::Create, Durability::Flush, "0ms", 0.3),
+    ] {
+        let opts = ProvisionOptions {
+            volumes: 40,
+            clients: 4,
+            backends: 2,
+            pools: 2,
+            backend_limit: 4,
+            latency: latency.into(),
+            fail_rate,
+            mix,
+            durability,
+            data_dir: None,
+        };
+        let r = run_provision(opts, |_, _| {}).await.unwrap();
+        let expected_ops = if mix == Mix::Churn { 80 } else { 40 };
+        assert_eq!(r.operations + r.failed, expected_ops, "{mix:?}");
+        assert!(r.ops_per_sec > 0.0);
+        assert!(r.latency.p50_us <= r.latency.p99_us);
+        assert!(r.events_per_op >= 1.0, "{mix:?}: {}", r.events_per_op);
+        assert!(r.baseline.raw_sled_records_per_sec > 0.0);
+        if mix != Mix::Clone {
+            assert_eq!(r.distribution.degrees_of_freedom, 3);
+        }
+        if latency != "0ms" {
+            assert!(r.baseline.littles_law_ops_per_sec.is_some());
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        for key in [
+            "operations",
+            "ops_per_sec",
+            "latency",
+            "split",
+            "baseline",
+            "distribution",
+        ] {
+            assert!(
+                json.get(key).is_some(),
+                "{key} missing from the JSON report"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_options_are_refused() {
+    let opts = ProvisionOptions {
+        clients: 0,
+        ..ProvisionOptions::default()
+    };
+    assert!(run_provision(opts, |_, _| {}).await.is_err());
+    let opts = ProvisionOptions {
+        latency: "soon".into(),
+        ..ProvisionOptions::default()
+    };
+    assert!(
+        run_provision(opts, |_, _| {})
+            .await
+            .unwrap_err()
+            .contains("--latency")
+    );
+    assert!(
+        run_replay(ReplayOptions {
+            volumes: 0,
+            data_dir: None
+        })
+        .await
+        .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_mode_runs() {
+    let r = run_replay(ReplayOptions {
+        volumes: 500,
+        data_dir: None,
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.events, 3 + 3 * 500);
+    assert!(r.full_replay_events_per_sec > 0.0);
+    assert!(r.ready_with_checkpoint_s > 0.0 && r.ready_without_checkpoint_s > 0.0);
+    assert!(r.checkpoint_bytes > 0, "shutdown wrote a checkpoint");
+}
