@@ -1,22 +1,32 @@
 //! The wire shapes of the REST API (trident-compat §1.3, §1.5), owned by the API and built
 //! from the core's views. Keys are Trident's, including the capital `Config` of volumes and
 //! storage classes; storch's additions (`state`, capacities, `storchVersion`) are extra keys,
-//! which Trident clients ignore.
+//! which Trident clients ignore. storch's own routes (snapshots, explanations, events, health)
+//! have their shapes here too. Every type derives `ToSchema` for the OpenAPI document; fields
+//! of model types are described by the doc-only types in [`super::openapi`].
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use crate::actors::{BackendState, BackendView, PoolView, StorageClassView, VolumeView};
+use crate::actors::{
+    BackendState, BackendView, EventRecord, Explanation, PoolExplanation, PoolView, SnapshotView,
+    StorageClassView, VolumeView,
+};
 use crate::model::{Offer, Protocol, StorageClassConfig, VolumeConfig};
 
 use super::TRIDENT_VERSION;
+use super::openapi::{OfferDoc, StorageClassConfigDoc, VolumeConfigDoc};
 
 /// `GET /trident/version`, `GET /trident/v1/version`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VersionResponse {
+    /// The Trident version this API speaks.
+    #[schema(value_type = String)]
     pub version: &'static str,
     #[serde(rename = "storchVersion")]
+    #[schema(value_type = String)]
     pub storch_version: &'static str,
 }
 
@@ -30,64 +40,66 @@ impl VersionResponse {
 }
 
 /// `POST /backend`, `POST /backend/{name}`, `POST /volume` (the key is `backend` for all).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BackendNameResponse {
     pub backend: String,
 }
 
 /// `POST /storageclass`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StorageClassNameResponse {
     #[serde(rename = "storageClass")]
     pub storage_class: String,
 }
 
 /// `GET /backend`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BackendListResponse {
     pub backends: Vec<String>,
 }
 
 /// `GET /volume`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VolumeListResponse {
     pub volumes: Vec<String>,
 }
 
 /// `GET /storageclass`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StorageClassListResponse {
     #[serde(rename = "storageClasses")]
     pub storage_classes: Vec<String>,
 }
 
 /// `DELETE …`: `{}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EmptyResponse {}
 
 /// `GET /backend/{name}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BackendResponse {
     pub backend: BackendExternal,
 }
 
 /// `GET /volume/{name}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VolumeResponse {
     pub volume: VolumeExternal,
 }
 
 /// `GET /storageclass/{name}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StorageClassResponse {
     #[serde(rename = "storageClass")]
     pub storage_class: StorageClassExternal,
 }
 
 /// Trident's `BackendExternal`, plus `state` (and `stateReason` when failed).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BackendExternal {
     pub name: String,
+    /// `file`, `block` or `""` (any).
+    #[schema(value_type = String)]
     pub protocol: Protocol,
     pub config: serde_json::Value,
     /// Pool name → pool.
@@ -95,6 +107,7 @@ pub struct BackendExternal {
     pub online: bool,
     pub volumes: Vec<String>,
     /// storch: `initializing`, `online`, `offline` or `failed`.
+    #[schema(value_type = String)]
     pub state: &'static str,
     /// storch: why the backend failed.
     #[serde(rename = "stateReason", skip_serializing_if = "Option::is_none")]
@@ -102,12 +115,13 @@ pub struct BackendExternal {
 }
 
 /// A pool inside [`BackendExternal`], plus its capacity where known.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct PoolExternal {
     pub name: String,
     #[serde(rename = "storageClasses")]
     pub storage_classes: Vec<String>,
     #[serde(rename = "storageAttributes")]
+    #[schema(value_type = BTreeMap<String, OfferDoc>)]
     pub storage_attributes: BTreeMap<String, Offer>,
     /// storch: capacity in bytes.
     #[serde(rename = "totalBytes", skip_serializing_if = "Option::is_none")]
@@ -119,26 +133,215 @@ pub struct PoolExternal {
 
 /// Trident's `VolumeExternal` (capital `Config`), plus `state` (and `lastError` while a
 /// delete keeps failing).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VolumeExternal {
     #[serde(rename = "Config")]
+    #[schema(value_type = VolumeConfigDoc)]
     pub config: VolumeConfig,
     pub backend: String,
     pub pool: String,
     pub orphaned: bool,
     /// storch: `creating`, `online` or `deleting`.
+    #[schema(value_type = String)]
     pub state: &'static str,
     #[serde(rename = "lastError", skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
 
 /// Trident's `StorageClassExternal` (capital `Config`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StorageClassExternal {
     #[serde(rename = "Config")]
+    #[schema(value_type = StorageClassConfigDoc)]
     pub config: StorageClassConfig,
     /// Backend → sorted pool names.
     pub storage: BTreeMap<String, Vec<String>>,
+}
+
+/// Every error body: the operation's envelope with its payload emptied (`""`, `null` or
+/// `[]` under the operation's key, e.g. `{"volume":null,"error":…}`), plus `error`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorResponse {
+    pub error: String,
+}
+
+/// `POST /volume/{volume}/snapshot` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRequest {
+    /// The snapshot's name (unique per volume).
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `POST /volume/{volume}/resize` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeRequest {
+    /// The new size, e.g. `2Gi`, `10G` or bytes; stored as given. Volumes only grow.
+    #[serde(default)]
+    pub size: String,
+}
+
+/// A snapshot of a volume.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SnapshotExternal {
+    pub volume: String,
+    pub name: String,
+    /// When the array made it (RFC 3339, UTC, milliseconds); `null` while it is being made.
+    pub created: Option<String>,
+    #[serde(rename = "sizeBytes")]
+    pub size_bytes: u64,
+    /// `creating` or `online`.
+    #[schema(value_type = String)]
+    pub state: &'static str,
+}
+
+/// `POST /volume/{volume}/snapshot`, `GET /volume/{volume}/snapshot/{snapshot}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotResponse {
+    pub snapshot: SnapshotExternal,
+}
+
+/// `GET /volume/{volume}/snapshot`, `GET /snapshot`: sorted by volume, then name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotListResponse {
+    pub snapshots: Vec<SnapshotExternal>,
+}
+
+/// Why one pool would or would not take a volume of the class.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PoolExplanationExternal {
+    pub backend: String,
+    pub pool: String,
+    /// Whether a create would try this pool now.
+    pub candidate: bool,
+    /// Every reason it would not (empty for candidates); the class verdict comes first.
+    pub reasons: Vec<String>,
+}
+
+/// A placement explanation: every pool of every backend, for one class.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExplanationExternal {
+    #[serde(rename = "storageClass")]
+    pub storage_class: String,
+    /// `file`, `block` or `""` (any).
+    #[schema(value_type = String)]
+    pub protocol: Protocol,
+    /// The size asked about, if any.
+    #[serde(rename = "sizeBytes")]
+    pub size_bytes: Option<u64>,
+    pub pools: Vec<PoolExplanationExternal>,
+}
+
+/// `GET /storageclass/{storageClass}/explain`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExplanationResponse {
+    pub explanation: ExplanationExternal,
+}
+
+/// A committed event, as listed by `GET /events` (and one per line when following).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventExternal {
+    /// The event's sequence number in the log (from 1, gapless).
+    pub seq: u64,
+    /// Commit time (RFC 3339, UTC, milliseconds).
+    pub time: String,
+    /// The event's id (UUID v7).
+    pub id: String,
+    /// The request that caused it (`boot`, `reconcile`, or a REST request id).
+    #[serde(rename = "requestId")]
+    pub request_id: String,
+    /// E.g. `VolumeCreated`.
+    pub kind: String,
+    /// `volume/NAME`, `backend/NAME` or `storageclass/NAME`.
+    pub stream: String,
+    /// One line for people.
+    pub summary: String,
+    /// Hex SHA-256 of the record, chained to the previous one.
+    pub hash: String,
+    /// The event's fields (`{"name":…, "event":{…}}`); secrets show as `<sealed>`.
+    #[schema(value_type = Object)]
+    pub event: serde_json::Value,
+}
+
+/// `GET /events`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventListResponse {
+    pub events: Vec<EventExternal>,
+}
+
+/// `GET /livez`, and `GET /readyz` when ready: `{"status":"ok"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusResponse {
+    /// `ok`, or `unavailable` (with `reasons`) from `/readyz`.
+    #[schema(value_type = String)]
+    pub status: &'static str,
+    /// Why storch is not ready (only from `/readyz`, only when not ready).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, milliseconds): `2026-01-02T03:04:05.678Z`.
+pub fn rfc3339_ms(unix_ms: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+impl From<SnapshotView> for SnapshotExternal {
+    fn from(s: SnapshotView) -> Self {
+        SnapshotExternal {
+            volume: s.volume,
+            name: s.name,
+            created: s.created_ms.map(rfc3339_ms),
+            size_bytes: s.size_bytes,
+            state: if s.created_ms.is_some() {
+                "online"
+            } else {
+                "creating"
+            },
+        }
+    }
+}
+
+impl From<PoolExplanation> for PoolExplanationExternal {
+    fn from(p: PoolExplanation) -> Self {
+        PoolExplanationExternal {
+            backend: p.backend,
+            pool: p.pool,
+            candidate: p.candidate,
+            reasons: p.reasons,
+        }
+    }
+}
+
+impl From<Explanation> for ExplanationExternal {
+    fn from(e: Explanation) -> Self {
+        ExplanationExternal {
+            storage_class: e.storage_class,
+            protocol: e.protocol,
+            size_bytes: e.size_bytes,
+            pools: e.pools.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl EventExternal {
+    /// The wire form of a record; `event` is its JSON rendering (secrets are sealed in events
+    /// and render as `<sealed>`).
+    pub fn from_record(r: EventRecord) -> Result<EventExternal, serde_json::Error> {
+        Ok(EventExternal {
+            summary: r.summary(),
+            event: serde_json::to_value(&r.event)?,
+            seq: r.seq,
+            time: rfc3339_ms(r.time_ms),
+            id: r.id.to_string(),
+            request_id: r.request_id,
+            kind: r.kind,
+            stream: r.stream,
+            hash: r.hash,
+        })
+    }
 }
 
 impl From<PoolView> for PoolExternal {
@@ -416,5 +619,69 @@ mod tests {
             json!({"storageClasses": []})
         );
         assert_eq!(serde_json::to_value(EmptyResponse {}).unwrap(), json!({}));
+    }
+
+    #[test]
+    fn snapshot_shape() {
+        let made = SnapshotView {
+            volume: "v1".into(),
+            name: "s1".into(),
+            created_ms: Some(1_767_323_045_678),
+            size_bytes: 1 << 30,
+        };
+        let out = serde_json::to_value(SnapshotResponse {
+            snapshot: made.into(),
+        })
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"snapshot": {"volume": "v1", "name": "s1",
+                "created": "2026-01-02T03:04:05.678Z", "sizeBytes": 1u64 << 30,
+                "state": "online"}})
+        );
+        let making = SnapshotView {
+            volume: "v1".into(),
+            name: "s2".into(),
+            created_ms: None,
+            size_bytes: 0,
+        };
+        let out = serde_json::to_value(SnapshotExternal::from(making)).unwrap();
+        assert_eq!(out["created"], serde_json::Value::Null);
+        assert_eq!(out["state"], "creating");
+    }
+
+    #[test]
+    fn explanation_shape() {
+        let e = Explanation {
+            storage_class: "gold".into(),
+            protocol: Protocol::Block,
+            size_bytes: Some(10),
+            pools: vec![PoolExplanation {
+                backend: "b".into(),
+                pool: "p".into(),
+                candidate: false,
+                reasons: vec!["why".into()],
+            }],
+        };
+        let out = serde_json::to_value(ExplanationResponse {
+            explanation: e.into(),
+        })
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"explanation": {"storageClass": "gold", "protocol": "block",
+                "sizeBytes": 10, "pools": [{"backend": "b", "pool": "p",
+                "candidate": false, "reasons": ["why"]}]}})
+        );
+    }
+
+    #[test]
+    fn status_shape() {
+        let ok = StatusResponse {
+            status: "ok",
+            reasons: vec![],
+        };
+        assert_eq!(serde_json::to_value(ok).unwrap(), json!({"status": "ok"}));
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
     }
 }

@@ -33,6 +33,19 @@ pub enum Op {
     GetStorageClass,
     ListStorageClasses,
     DeleteStorageClass,
+    // storch's own routes
+    ResizeVolume,
+    CreateSnapshot,
+    ListVolumeSnapshots,
+    ListSnapshots,
+    GetSnapshot,
+    DeleteSnapshot,
+    ExplainStorageClass,
+    ListEvents,
+    Livez,
+    Readyz,
+    Metrics,
+    OpenApi,
     /// No route matched: an unknown path, or a known path with the wrong method.
     NoRoute,
 }
@@ -55,6 +68,18 @@ impl Op {
             Op::GetStorageClass => "get_storage_class",
             Op::ListStorageClasses => "list_storage_classes",
             Op::DeleteStorageClass => "delete_storage_class",
+            Op::ResizeVolume => "resize_volume",
+            Op::CreateSnapshot => "create_snapshot",
+            Op::ListVolumeSnapshots => "list_volume_snapshots",
+            Op::ListSnapshots => "list_snapshots",
+            Op::GetSnapshot => "get_snapshot",
+            Op::DeleteSnapshot => "delete_snapshot",
+            Op::ExplainStorageClass => "explain_storage_class",
+            Op::ListEvents => "list_events",
+            Op::Livez => "livez",
+            Op::Readyz => "readyz",
+            Op::Metrics => "metrics",
+            Op::OpenApi => "openapi",
             Op::NoRoute => "no_route",
         }
     }
@@ -88,6 +113,34 @@ impl Op {
             ["trident", "v1", "storageclass", name] if !name.is_empty() && delete => {
                 Op::DeleteStorageClass
             }
+            ["trident", "v1", "storageclass", name, "explain"] if !name.is_empty() && get => {
+                Op::ExplainStorageClass
+            }
+            ["trident", "v1", "volume", name, "resize"] if !name.is_empty() && post => {
+                Op::ResizeVolume
+            }
+            ["trident", "v1", "volume", name, "snapshot"] if !name.is_empty() && get => {
+                Op::ListVolumeSnapshots
+            }
+            ["trident", "v1", "volume", name, "snapshot"] if !name.is_empty() && post => {
+                Op::CreateSnapshot
+            }
+            ["trident", "v1", "volume", name, "snapshot", snap]
+                if !name.is_empty() && !snap.is_empty() && get =>
+            {
+                Op::GetSnapshot
+            }
+            ["trident", "v1", "volume", name, "snapshot", snap]
+                if !name.is_empty() && !snap.is_empty() && delete =>
+            {
+                Op::DeleteSnapshot
+            }
+            ["trident", "v1", "snapshot"] if get => Op::ListSnapshots,
+            ["trident", "v1", "events"] if get => Op::ListEvents,
+            ["livez"] if get => Op::Livez,
+            ["readyz"] if get => Op::Readyz,
+            ["metrics"] if get => Op::Metrics,
+            ["openapi.json"] if get => Op::OpenApi,
             _ => Op::NoRoute,
         }
     }
@@ -108,12 +161,26 @@ impl Op {
             }
             Op::AddStorageClass => Some(("storageClass", Value::from(""))),
             Op::GetBackend => Some(("backend", Value::Null)),
-            Op::GetVolume => Some(("volume", Value::Null)),
+            Op::GetVolume | Op::ResizeVolume => Some(("volume", Value::Null)),
+            Op::CreateSnapshot | Op::GetSnapshot => Some(("snapshot", Value::Null)),
+            Op::ListVolumeSnapshots | Op::ListSnapshots => {
+                Some(("snapshots", Value::Array(Vec::new())))
+            }
+            Op::ExplainStorageClass => Some(("explanation", Value::Null)),
+            Op::ListEvents => Some(("events", Value::Array(Vec::new()))),
             Op::GetStorageClass => Some(("storageClass", Value::Null)),
             Op::ListBackends => Some(("backends", Value::Array(Vec::new()))),
             Op::ListVolumes => Some(("volumes", Value::Array(Vec::new()))),
             Op::ListStorageClasses => Some(("storageClasses", Value::Array(Vec::new()))),
-            Op::DeleteBackend | Op::DeleteVolume | Op::DeleteStorageClass | Op::NoRoute => None,
+            Op::DeleteBackend
+            | Op::DeleteVolume
+            | Op::DeleteStorageClass
+            | Op::DeleteSnapshot
+            | Op::Livez
+            | Op::Readyz
+            | Op::Metrics
+            | Op::OpenApi
+            | Op::NoRoute => None,
         };
         if let Some((key, value)) = empty_payload {
             body.insert(key.to_string(), value);
@@ -142,6 +209,9 @@ pub enum ErrorKind {
     /// The path is known but not with this method. **405** with an `Allow` header (set by the
     /// router), JSON (Trident: a `text/plain` 404). Holds the method.
     MethodNotAllowed(String),
+    /// A bearer token is configured and the request has none, or a wrong one. **401** with
+    /// `WWW-Authenticate: Bearer`.
+    Unauthorized,
     /// The handler panicked: a bug. **500**, generic message.
     Panic,
     /// Serialising the response failed: a bug. **500**, generic message.
@@ -189,6 +259,7 @@ impl ApiError {
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::UnknownPath => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorKind::Panic | ErrorKind::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::Core(e) => match e {
                 CoreError::NotReady | CoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -220,6 +291,10 @@ impl ApiError {
             ErrorKind::UnknownPath => "no such API path".to_string(),
             ErrorKind::MethodNotAllowed(method) => {
                 format!("method {method} is not allowed on this path; see the Allow header")
+            }
+            ErrorKind::Unauthorized => {
+                "missing or invalid bearer token: send the header Authorization: Bearer <token>"
+                    .to_string()
             }
             ErrorKind::Panic | ErrorKind::Encode(_) => internal_message(rid),
             ErrorKind::Core(e) => match e {
@@ -258,6 +333,9 @@ impl ApiError {
                 tracing::warn!(op, error = %detail, "refused: core unavailable")
             }
             ErrorKind::Core(CoreError::NotReady) => tracing::info!(op, "refused: not ready"),
+            ErrorKind::Unauthorized => {
+                tracing::info!(op, "refused: missing or invalid bearer token")
+            }
             _ => tracing::debug!(
                 op,
                 status = status.as_u16(),
@@ -282,6 +360,19 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body is never read, so the connection cannot be reused: say so,
+            // or a keep-alive client sends its next request into a closing socket.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"storch\""),
             );
         }
         response
@@ -356,6 +447,33 @@ mod tests {
             json!({"version": "18.07.0", "error": "x"})
         );
         assert_eq!(Op::NoRoute.error_body("x"), json!({"error": "x"}));
+        assert_eq!(
+            Op::ResizeVolume.error_body("x"),
+            json!({"volume": null, "error": "x"})
+        );
+        for op in [Op::CreateSnapshot, Op::GetSnapshot] {
+            assert_eq!(op.error_body("x"), json!({"snapshot": null, "error": "x"}));
+        }
+        for op in [Op::ListSnapshots, Op::ListVolumeSnapshots] {
+            assert_eq!(op.error_body("x"), json!({"snapshots": [], "error": "x"}));
+        }
+        assert_eq!(
+            Op::ExplainStorageClass.error_body("x"),
+            json!({"explanation": null, "error": "x"})
+        );
+        assert_eq!(
+            Op::ListEvents.error_body("x"),
+            json!({"events": [], "error": "x"})
+        );
+        for op in [
+            Op::DeleteSnapshot,
+            Op::Livez,
+            Op::Readyz,
+            Op::Metrics,
+            Op::OpenApi,
+        ] {
+            assert_eq!(op.error_body("x"), json!({"error": "x"}));
+        }
     }
 
     #[test]
@@ -437,6 +555,7 @@ mod tests {
             (ErrorKind::BodyRead("reset".into()), 400),
             (ErrorKind::UnknownPath, 404),
             (ErrorKind::MethodNotAllowed("PUT".into()), 405),
+            (ErrorKind::Unauthorized, 401),
             (ErrorKind::Panic, 500),
         ];
         for (kind, status) in cases {
@@ -479,6 +598,27 @@ mod tests {
                 "/trident/v1/storageclass/s",
                 Op::DeleteStorageClass,
             ),
+            (
+                Method::POST,
+                "/trident/v1/volume/v/snapshot",
+                Op::CreateSnapshot,
+            ),
+            (
+                Method::DELETE,
+                "/trident/v1/volume/v/snapshot/s",
+                Op::DeleteSnapshot,
+            ),
+            (Method::GET, "/trident/v1/snapshot", Op::ListSnapshots),
+            (Method::GET, "/trident/v1/events", Op::ListEvents),
+            (Method::GET, "/livez", Op::Livez),
+            (
+                Method::POST,
+                "/trident/v1/volume/v/resize",
+                Op::ResizeVolume,
+            ),
+            (Method::GET, "/trident/v1/volume/v/resize", Op::NoRoute),
+            (Method::GET, "/trident/v1/volume//snapshot", Op::NoRoute),
+            (Method::POST, "/trident/v1/snapshot", Op::NoRoute),
             (Method::PUT, "/trident/v1/volume/v", Op::NoRoute),
             (Method::POST, "/trident/v1/volume/v", Op::NoRoute),
             (Method::DELETE, "/trident/v1/volume", Op::NoRoute),

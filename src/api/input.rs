@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::model::volume::resolve_protocol;
 use crate::model::{
-    AccessMode, CompiledClass, NameError, StorageClassConfig, VolumeConfig, parse_size,
+    AccessMode, CompiledClass, NameError, Protocol, StorageClassConfig, VolumeConfig, parse_size,
 };
 
 /// The longest prefix of a bad value quoted back in an error message.
@@ -55,7 +55,22 @@ pub enum InputError {
     /// Access mode and protocol that cannot go together.
     #[error("{0}")]
     Incompatible(String),
+    /// A required field that is missing or empty.
+    #[error("{0} is mandatory")]
+    Mandatory(&'static str),
+    /// A query string that does not decode.
+    #[error("invalid query string: {0}")]
+    QueryString(String),
+    /// A bad query parameter; `name` is the parameter (quoted when it is unknown).
+    #[error("invalid query parameter {name}: {message}")]
+    Query { name: String, message: String },
 }
+
+/// `GET /events` returns at most this many events unless `limit` says otherwise.
+pub const DEFAULT_EVENTS_LIMIT: usize = 10_000;
+
+/// The largest `limit` accepted by `GET /events`.
+pub const MAX_EVENTS_LIMIT: usize = 100_000;
 
 /// Quotes a client-supplied value for an error message, cut to [`QUOTE_MAX_CHARS`].
 pub fn quote(value: &str) -> String {
@@ -218,6 +233,165 @@ pub fn check_size(size: &str) -> Result<u64, InputError> {
     Ok(bytes)
 }
 
+/// Parses a POST snapshot body, `{"name":"SNAP"}`; returns the snapshot name.
+pub fn parse_snapshot(body: &[u8]) -> Result<String, InputError> {
+    let req: crate::api::dto::SnapshotRequest = from_json(body)?;
+    if req.name.is_empty() {
+        return Err(InputError::Mandatory("name"));
+    }
+    crate::model::validate_name("name", &req.name)?;
+    Ok(req.name)
+}
+
+/// Parses a POST resize body, `{"size":"2Gi"}`; returns the size as given.
+pub fn parse_resize(body: &[u8]) -> Result<String, InputError> {
+    let req: crate::api::dto::ResizeRequest = from_json(body)?;
+    if req.size.is_empty() {
+        return Err(InputError::Mandatory("size"));
+    }
+    check_size(&req.size)?;
+    Ok(req.size)
+}
+
+/// The query of `GET /storageclass/{storageClass}/explain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainQuery {
+    /// `Any` unless `protocol=file|block` (or `any`).
+    pub protocol: Protocol,
+    pub size_bytes: Option<u64>,
+}
+
+/// The query of `GET /events`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsQuery {
+    pub filter: crate::actors::EventFilter,
+    /// Stream events as they commit (NDJSON) instead of answering a list.
+    pub follow: bool,
+}
+
+fn query_error(name: &str, message: impl Into<String>) -> InputError {
+    InputError::Query {
+        name: name.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Each known parameter at most once, no unknown ones.
+fn query_params<'a>(
+    pairs: &'a [(String, String)],
+    known: &[&'static str],
+) -> Result<std::collections::BTreeMap<&'static str, &'a str>, InputError> {
+    let mut out = std::collections::BTreeMap::new();
+    for (name, value) in pairs {
+        let Some(key) = known.iter().find(|k| **k == name.as_str()) else {
+            return Err(query_error(
+                &quote(name),
+                format!("unknown parameter; accepted: {}", known.join(", ")),
+            ));
+        };
+        if out.insert(*key, value.as_str()).is_some() {
+            return Err(query_error(name, "given more than once"));
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `protocol=file|block|any` and `size=SIZE` (both optional).
+pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<ExplainQuery, InputError> {
+    let params = query_params(pairs, &["protocol", "size"])?;
+    let protocol = match params.get("protocol").copied() {
+        None | Some("") | Some("any") => Protocol::Any,
+        Some("file") => Protocol::File,
+        Some("block") => Protocol::Block,
+        Some(other) => {
+            return Err(query_error(
+                "protocol",
+                format!("{} is not file, block or any", quote(other)),
+            ));
+        }
+    };
+    let size_bytes = match params.get("size").copied() {
+        None | Some("") => None,
+        Some(size) => Some(check_size(size).map_err(|e| query_error("size", e.to_string()))?),
+    };
+    Ok(ExplainQuery {
+        protocol,
+        size_bytes,
+    })
+}
+
+/// Parses `object=KIND/NAME`, `since=SEQ`, `limit=N` and `follow=true|false` (all optional).
+/// A list is capped at [`DEFAULT_EVENTS_LIMIT`] events unless `limit` says otherwise; a
+/// follow stream is endless unless `limit` is given.
+pub fn parse_events_query(pairs: &[(String, String)]) -> Result<EventsQuery, InputError> {
+    let params = query_params(pairs, &["object", "since", "limit", "follow"])?;
+    let object = match params.get("object").copied() {
+        None | Some("") => None,
+        Some(object) => {
+            let (kind, name) = object.split_once('/').ok_or_else(|| {
+                query_error(
+                    "object",
+                    format!(
+                        "{} is not volume/NAME, backend/NAME or storageclass/NAME",
+                        quote(object)
+                    ),
+                )
+            })?;
+            if !matches!(kind, "volume" | "backend" | "storageclass") {
+                return Err(query_error(
+                    "object",
+                    format!(
+                        "unknown kind {}; expected volume, backend or storageclass",
+                        quote(kind)
+                    ),
+                ));
+            }
+            crate::model::validate_name("name", name)
+                .map_err(|e| query_error("object", e.to_string()))?;
+            Some(object.to_string())
+        }
+    };
+    let since = match params.get("since").copied() {
+        None | Some("") => 0,
+        Some(s) => s.parse::<u64>().map_err(|_| {
+            query_error(
+                "since",
+                format!("{} is not a sequence number (0 or more)", quote(s)),
+            )
+        })?,
+    };
+    let follow = match params.get("follow").copied() {
+        None | Some("false") | Some("0") => false,
+        Some("") | Some("true") | Some("1") => true,
+        Some(other) => {
+            return Err(query_error(
+                "follow",
+                format!("{} is not true or false", quote(other)),
+            ));
+        }
+    };
+    let limit = match params.get("limit").copied() {
+        None | Some("") => (!follow).then_some(DEFAULT_EVENTS_LIMIT),
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_EVENTS_LIMIT).contains(&n) => Some(n),
+            _ => {
+                return Err(query_error(
+                    "limit",
+                    format!("{} is not a number from 1 to {MAX_EVENTS_LIMIT}", quote(s)),
+                ));
+            }
+        },
+    };
+    Ok(EventsQuery {
+        filter: crate::actors::EventFilter {
+            object,
+            since,
+            limit,
+        },
+        follow,
+    })
+}
+
 /// Parses a POST storage class body (trident-compat §2.2) and checks its name.
 pub fn parse_storage_class(body: &[u8]) -> Result<StorageClassConfig, InputError> {
     let config = StorageClassConfig::from_json(body).map_err(|msg| {
@@ -235,7 +409,6 @@ pub fn parse_storage_class(body: &[u8]) -> Result<StorageClassConfig, InputError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Protocol;
     use serde_json::json;
 
     fn msg<T: std::fmt::Debug>(r: Result<T, InputError>) -> String {
@@ -670,5 +843,101 @@ pools:\n  p1:\n    sizeBytes: 1073741824\n    attributes:\n      snapshots:\n   
             "]".repeat(depth)
         );
         assert!(parse_storage_class(json.as_bytes()).is_err());
+    }
+
+    // ---- storch's routes ----
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn snapshot_and_resize_bodies() {
+        assert_eq!(parse_snapshot(br#"{"name":"s1"}"#).unwrap(), "s1");
+        assert_eq!(msg(parse_snapshot(b"{}")), "name is mandatory");
+        assert_eq!(
+            msg(parse_snapshot(br#"{"name":".."}"#)),
+            "name must not be \".\" or \"..\""
+        );
+        assert!(msg(parse_snapshot(b"")).starts_with("invalid JSON: "));
+        assert_eq!(parse_resize(br#"{"size":"2Gi"}"#).unwrap(), "2Gi");
+        assert_eq!(msg(parse_resize(b"{}")), "size is mandatory");
+        assert!(msg(parse_resize(br#"{"size":"x"}"#)).starts_with("invalid size \"x\""));
+        assert!(msg(parse_resize(br#"{"size":2}"#)).starts_with("invalid JSON: size: "));
+    }
+
+    #[test]
+    fn explain_queries() {
+        let e = parse_explain_query(&q(&[])).unwrap();
+        assert_eq!((e.protocol, e.size_bytes), (Protocol::Any, None));
+        let e = parse_explain_query(&q(&[("protocol", "block"), ("size", "1Ki")])).unwrap();
+        assert_eq!((e.protocol, e.size_bytes), (Protocol::Block, Some(1024)));
+        assert_eq!(
+            parse_explain_query(&q(&[("protocol", "any")]))
+                .unwrap()
+                .protocol,
+            Protocol::Any
+        );
+        assert_eq!(
+            msg(parse_explain_query(&q(&[("protocol", "nfs")]))),
+            "invalid query parameter protocol: \"nfs\" is not file, block or any"
+        );
+        assert!(
+            msg(parse_explain_query(&q(&[("size", "0")])))
+                .starts_with("invalid query parameter size: invalid size \"0\"")
+        );
+        assert_eq!(
+            msg(parse_explain_query(&q(&[("x", "1")]))),
+            "invalid query parameter \"x\": unknown parameter; accepted: protocol, size"
+        );
+    }
+
+    #[test]
+    fn events_queries() {
+        let e = parse_events_query(&q(&[])).unwrap();
+        assert_eq!(e.filter.object, None);
+        assert_eq!(e.filter.since, 0);
+        assert_eq!(e.filter.limit, Some(DEFAULT_EVENTS_LIMIT));
+        assert!(!e.follow);
+        let e = parse_events_query(&q(&[("follow", "true")])).unwrap();
+        assert!(e.follow);
+        assert_eq!(
+            e.filter.limit, None,
+            "a follow stream is endless by default"
+        );
+        let e = parse_events_query(&q(&[
+            ("object", "storageclass/gold"),
+            ("since", "7"),
+            ("limit", "3"),
+            ("follow", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(e.filter.object.as_deref(), Some("storageclass/gold"));
+        assert_eq!(
+            (e.filter.since, e.filter.limit, e.follow),
+            (7, Some(3), false)
+        );
+        for (pairs, start) in [
+            (
+                q(&[("object", "pool/x")]),
+                "invalid query parameter object: unknown kind",
+            ),
+            (
+                q(&[("object", "volume/a\u{0}b")]),
+                "invalid query parameter object: name",
+            ),
+            (q(&[("since", "1.5")]), "invalid query parameter since: "),
+            (q(&[("limit", "-1")]), "invalid query parameter limit: "),
+            (
+                q(&[("since", "1"), ("since", "2")]),
+                "invalid query parameter since: given more",
+            ),
+        ] {
+            let m = msg(parse_events_query(&pairs));
+            assert!(m.starts_with(start), "{pairs:?}: {m}");
+        }
     }
 }

@@ -1,9 +1,11 @@
-//! Per-request tracking: request id, tracing span, panic guard, final log line.
+//! Per-request tracking: request id, tracing span, panic guard, final log line, and the HTTP
+//! request metrics (`storch_http_requests_total`, `storch_http_request_duration_seconds`, by
+//! route template, method and status).
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -57,6 +59,12 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     );
     let ctx = RequestCtx::new(request_id.clone());
     req.extensions_mut().insert(ctx.clone());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = method_label(req.method());
     let started = Instant::now();
 
     let mut response = async move {
@@ -69,12 +77,37 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     .await;
 
     let status = response.status().as_u16();
-    let latency_ms = started.elapsed().as_micros() as f64 / 1000.0;
+    let elapsed = started.elapsed();
+    let latency_ms = elapsed.as_micros() as f64 / 1000.0;
+    let labels = [
+        ("route", route),
+        ("method", method.to_string()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("storch_http_requests_total", &labels).increment(1);
+    metrics::histogram!("storch_http_request_duration_seconds", &labels)
+        .record(elapsed.as_secs_f64());
     span.in_scope(|| tracing::info!(status, latency_ms, "request finished"));
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
     response
+}
+
+/// The method as a metric label: the standard ones by name, anything else as `other` (a
+/// client must not be able to mint label values).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 #[cfg(test)]

@@ -1,283 +1,90 @@
-//! HTTP-level tests of the router against an in-memory fake core: routes, envelopes, status
-//! codes, body limits, request ids, panics, logging hygiene, and `serve` on a real socket.
+//! HTTP-level tests of the router against the real core (started on a temp dir with fake
+//! backends): routes, envelopes, status codes, body limits, request ids, panics, logging
+//! hygiene, and the server on a real socket.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use tower::ServiceExt;
 
-use super::core_api::CoreApi;
 use super::*;
 use crate::actors::{
-    BackendState, BackendView, CoreError, PoolView, RequestCtx, StorageClassView, VolumeState,
-    VolumeView,
+    CoreError, CoreOptions, CoreRuntime, EventFilter, EventRecord, Readiness, RequestCtx,
 };
-use crate::model::{Protocol, StorageClassConfig, VolumeConfig};
 
 // ---------------------------------------------------------------------------------------------
-// The fake core
+// The real core on a temp dir
 
-#[derive(Default)]
-struct FakeState {
-    backends: BTreeMap<String, Value>,
-    classes: BTreeMap<String, StorageClassConfig>,
-    volumes: BTreeMap<String, VolumeConfig>,
-    /// Every call returns this error when set.
-    fail: Option<CoreError>,
-    /// Reads panic when set.
-    panic: bool,
-    /// `add_volume` waits for this when set.
-    gate: Option<Arc<Notify>>,
-    /// (operation, request id) of every mutating call.
-    calls: Vec<(String, String)>,
+struct Harness {
+    dir: tempfile::TempDir,
+    runtime: CoreRuntime,
+    core: Core,
 }
 
-#[derive(Clone, Default)]
-struct Fake(Arc<Mutex<FakeState>>);
-
-impl Fake {
-    fn with(f: impl FnOnce(&mut FakeState)) -> Fake {
-        let fake = Fake::default();
-        f(&mut fake.0.lock().unwrap());
-        fake
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
-        self.0.lock().unwrap()
-    }
-
-    fn begin(&self, op: &str, ctx: Option<&RequestCtx>) -> Result<(), CoreError> {
-        let mut s = self.state();
-        if let Some(ctx) = ctx {
-            s.calls.push((op.to_string(), ctx.request_id.clone()));
-        }
-        if s.panic {
-            panic!("fake core told to panic");
-        }
-        match &s.fail {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
-        }
-    }
-}
-
-fn backend_name(doc: &Value) -> String {
-    doc.get("backendName")
-        .and_then(Value::as_str)
-        .unwrap_or("fake_default")
-        .to_string()
-}
-
-impl CoreApi for Fake {
-    fn add_backend(
-        &self,
-        ctx: &RequestCtx,
-        doc: Value,
-    ) -> impl Future<Output = Result<String, CoreError>> + Send {
-        let r = self.begin("add_backend", Some(ctx)).map(|()| {
-            let name = backend_name(&doc);
-            self.state().backends.insert(name.clone(), doc);
-            name
-        });
-        async move { r }
-    }
-
-    fn update_backend(
-        &self,
-        ctx: &RequestCtx,
-        name: &str,
-        doc: Value,
-    ) -> impl Future<Output = Result<String, CoreError>> + Send {
-        let r = self.begin("update_backend", Some(ctx)).and_then(|()| {
-            let mut s = self.state();
-            if s.backends.remove(name).is_none() {
-                return Err(CoreError::NotFound(format!("backend {name} was not found")));
+impl Harness {
+    /// A core on a fresh temp dir, ready.
+    async fn start() -> Harness {
+        let h = Harness::start_replaying().await;
+        for _ in 0..500 {
+            match h.core.readiness() {
+                Readiness::Ready => return h,
+                Readiness::Failed(e) => panic!("core failed to start: {e}"),
+                Readiness::Replaying => tokio::time::sleep(Duration::from_millis(10)).await,
             }
-            let new = backend_name(&doc);
-            s.backends.insert(new.clone(), doc);
-            Ok(new)
-        });
-        async move { r }
+        }
+        panic!("core not ready after 5 s");
     }
 
-    fn delete_backend(
-        &self,
-        ctx: &RequestCtx,
-        name: &str,
-    ) -> impl Future<Output = Result<(), CoreError>> + Send {
-        let r = self.begin("delete_backend", Some(ctx)).and_then(|()| {
-            self.state()
-                .backends
-                .remove(name)
-                .map(|_| ())
-                .ok_or_else(|| CoreError::NotFound(format!("backend {name} not found")))
-        });
-        async move { r }
+    /// A core on a fresh temp dir, returned as soon as it started (replay runs in the
+    /// background, so on a current-thread runtime it has not begun yet).
+    async fn start_replaying() -> Harness {
+        Harness::start_in(tempfile::tempdir().unwrap()).await
     }
 
-    fn get_backend(&self, name: &str) -> Result<BackendView, CoreError> {
-        self.begin("get_backend", None)?;
-        let s = self.state();
-        let doc = s
-            .backends
-            .get(name)
-            .ok_or_else(|| CoreError::NotFound(format!("backend {name} was not found")))?;
-        Ok(BackendView {
-            name: name.to_string(),
-            driver: "fake".into(),
-            protocol: Protocol::File,
-            config: json!({"version": 1, "storageDriverName": doc["storageDriverName"]}),
-            pools: vec![PoolView {
-                name: "pool-a".into(),
-                storage_classes: s.classes.keys().cloned().collect(),
-                offers: BTreeMap::new(),
-                total_bytes: Some(1 << 30),
-                free_bytes: Some(1 << 29),
-            }],
-            online: true,
-            state: BackendState::Online,
-            volumes: s.volumes.keys().cloned().collect(),
+    /// A core on `dir`, returned at once (not waiting for replay).
+    async fn start_in(dir: tempfile::TempDir) -> Harness {
+        let runtime = CoreRuntime::start(CoreOptions {
+            data_dir: dir.path().to_path_buf(),
+            ..CoreOptions::default()
         })
+        .await
+        .unwrap();
+        let core = runtime.core();
+        Harness { dir, runtime, core }
     }
 
-    fn list_backends(&self) -> Result<Vec<String>, CoreError> {
-        self.begin("list_backends", None)?;
-        Ok(self.state().backends.keys().cloned().collect())
+    fn app(&self) -> Router {
+        router(self.core.clone())
     }
 
-    fn add_storage_class(
-        &self,
-        ctx: &RequestCtx,
-        config: StorageClassConfig,
-    ) -> impl Future<Output = Result<String, CoreError>> + Send {
-        let r = self.begin("add_storage_class", Some(ctx)).and_then(|()| {
-            let mut s = self.state();
-            let name = config.name.clone();
-            if s.classes.contains_key(&name) {
-                return Err(CoreError::AlreadyExists(format!(
-                    "storage class {name} already exists"
-                )));
-            }
-            s.classes.insert(name.clone(), config);
-            Ok(name)
-        });
-        async move { r }
+    /// Every event in the log.
+    async fn events(&self) -> Vec<EventRecord> {
+        self.core.events(EventFilter::default()).await.unwrap()
     }
 
-    fn delete_storage_class(
-        &self,
-        ctx: &RequestCtx,
-        name: &str,
-    ) -> impl Future<Output = Result<(), CoreError>> + Send {
-        let r = self
-            .begin("delete_storage_class", Some(ctx))
-            .and_then(|()| {
-                self.state()
-                    .classes
-                    .remove(name)
-                    .map(|_| ())
-                    .ok_or_else(|| CoreError::NotFound(format!("storage class {name} not found")))
-            });
-        async move { r }
+    /// The events of one object (`volume/v1`).
+    async fn events_of(&self, object: &str) -> Vec<EventRecord> {
+        self.core
+            .events(EventFilter {
+                object: Some(object.to_string()),
+                ..EventFilter::default()
+            })
+            .await
+            .unwrap()
     }
 
-    fn get_storage_class(&self, name: &str) -> Result<StorageClassView, CoreError> {
-        self.begin("get_storage_class", None)?;
-        let s = self.state();
-        let config =
-            s.classes.get(name).cloned().ok_or_else(|| {
-                CoreError::NotFound(format!("storage class {name} was not found"))
-            })?;
-        let pools = s
-            .backends
-            .keys()
-            .map(|b| (b.clone(), vec!["pool-a".to_string()]))
-            .collect();
-        Ok(StorageClassView { config, pools })
+    async fn stop(self) {
+        self.runtime.shutdown().await;
     }
 
-    fn list_storage_classes(&self) -> Result<Vec<String>, CoreError> {
-        self.begin("list_storage_classes", None)?;
-        Ok(self.state().classes.keys().cloned().collect())
-    }
-
-    fn add_volume(
-        &self,
-        ctx: &RequestCtx,
-        config: VolumeConfig,
-    ) -> impl Future<Output = Result<VolumeView, CoreError>> + Send {
-        let this = self.clone();
-        let begun = self.begin("add_volume", Some(ctx));
-        async move {
-            begun?;
-            let gate = this.state().gate.clone();
-            if let Some(gate) = gate {
-                gate.notified().await;
-            }
-            let mut s = this.state();
-            if s.volumes.contains_key(&config.name) {
-                return Err(CoreError::AlreadyExists(format!(
-                    "volume {} already exists",
-                    config.name
-                )));
-            }
-            if !config.storage_class.is_empty() && !s.classes.contains_key(&config.storage_class) {
-                return Err(CoreError::NotFound(format!(
-                    "unknown storage class: {}",
-                    config.storage_class
-                )));
-            }
-            s.volumes.insert(config.name.clone(), config.clone());
-            Ok(volume_view(config))
-        }
-    }
-
-    fn delete_volume(
-        &self,
-        ctx: &RequestCtx,
-        name: &str,
-    ) -> impl Future<Output = Result<(), CoreError>> + Send {
-        let r = self.begin("delete_volume", Some(ctx)).and_then(|()| {
-            self.state()
-                .volumes
-                .remove(name)
-                .map(|_| ())
-                .ok_or_else(|| CoreError::NotFound(format!("volume {name} not found")))
-        });
-        async move { r }
-    }
-
-    fn get_volume(&self, name: &str) -> Result<VolumeView, CoreError> {
-        self.begin("get_volume", None)?;
-        self.state()
-            .volumes
-            .get(name)
-            .cloned()
-            .map(volume_view)
-            .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found")))
-    }
-
-    fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
-        self.begin("list_volumes", None)?;
-        Ok(self.state().volumes.keys().cloned().collect())
-    }
-}
-
-fn volume_view(mut config: VolumeConfig) -> VolumeView {
-    config.version = "1".into();
-    config.internal_name = format!("trident_{}", config.name);
-    VolumeView {
-        config,
-        backend: "b1".into(),
-        pool: "pool-a".into(),
-        orphaned: false,
-        state: VolumeState::Online,
-        last_error: None,
+    /// Shuts the core down and hands back its data dir.
+    async fn stop_keeping_dir(self) -> tempfile::TempDir {
+        self.runtime.shutdown().await;
+        self.dir
     }
 }
 
@@ -337,15 +144,38 @@ fn assert_json(r: &Reply) {
     assert!(r.headers.contains_key(REQUEST_ID_HEADER));
 }
 
+/// A fake backend `b1` with one pool, `pool-a`, and a canary password.
 const BACKEND: &str = r#"{"version":1,"storageDriverName":"fake","backendName":"b1",
-    "protocol":"file","password":"canary-pw-8472"}"#;
+    "protocol":"file","password":"canary-pw-8472",
+    "pools":{"pool-a":{"sizeBytes":10737418240,"attributes":{}}}}"#;
+
+/// `b1` again, its pool offering snapshots.
+const BACKEND_SNAPSHOTS: &str = r#"{"version":1,"storageDriverName":"fake","backendName":"b1",
+    "protocol":"file",
+    "pools":{"pool-a":{"sizeBytes":10737418240,"attributes":{"snapshots":{"offer":true}}}}}"#;
+
+/// A class every pool matches.
+const CLASS_ANY: &str = r#"{"version":"1","name":"gold"}"#;
+
+/// A router with the real middleware around one route that answers `handler`.
+fn mini_app<H, T>(method: Method, path: &str, handler: H) -> Router
+where
+    H: axum::handler::Handler<T, ()>,
+    T: 'static,
+{
+    let filter = axum::routing::MethodFilter::try_from(method).unwrap();
+    Router::new()
+        .route(path, axum::routing::on(filter, handler))
+        .layer(axum::middleware::from_fn(middleware::track))
+}
 
 // ---------------------------------------------------------------------------------------------
 // Version, request ids, fallbacks
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn version_on_both_paths() {
-    let app = app(Fake::default());
+    let h = Harness::start().await;
+    let app = h.app();
     for path in ["/trident/version", "/trident/v1/version"] {
         let r = get(&app, path).await;
         assert_eq!(r.status, StatusCode::OK);
@@ -356,12 +186,13 @@ async fn version_on_both_paths() {
     let r = send(&app, Method::HEAD, "/trident/v1/version", Body::empty()).await;
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.raw.is_empty());
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_ids_are_made_echoed_and_passed_to_the_core() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
     let r = get(&app, "/trident/v1/version").await;
     let id = r.headers[REQUEST_ID_HEADER].to_str().unwrap();
     assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
@@ -371,13 +202,12 @@ async fn request_ids_are_made_echoed_and_passed_to_the_core() {
         .body(Body::from(BACKEND))
         .unwrap();
     let r = call(&app, req).await;
-    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     assert_eq!(r.headers[REQUEST_ID_HEADER], "client-id-42");
-    assert_eq!(
-        fake.state().calls.last().unwrap(),
-        &("add_backend".to_string(), "client-id-42".to_string())
-    );
+    let events = h.events_of("backend/b1").await;
+    assert_eq!(events.last().unwrap().request_id, "client-id-42");
 
+    // Posting the same backend again is an update, recorded under the request's new id.
     let req = Request::post("/trident/v1/backend")
         .header("x-request-id", "not safe/../x")
         .body(Body::from(BACKEND))
@@ -385,12 +215,15 @@ async fn request_ids_are_made_echoed_and_passed_to_the_core() {
     let r = call(&app, req).await;
     let id = r.headers[REQUEST_ID_HEADER].to_str().unwrap().to_string();
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
-    assert_eq!(fake.state().calls.last().unwrap().1, id);
+    let events = h.events_of("backend/b1").await;
+    assert_eq!(events.last().unwrap().request_id, id);
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_paths_are_json_404() {
-    let app = app(Fake::default());
+    let h = Harness::start().await;
+    let app = h.app();
     for path in [
         "/",
         "/trident",
@@ -405,21 +238,25 @@ async fn unknown_paths_are_json_404() {
     }
     let r = get(&app, "/trident/v1/volume/a/b").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trailing_slashes_redirect() {
-    let app = app(Fake::default());
+    let h = Harness::start().await;
+    let app = h.app();
     let r = get(&app, "/trident/v1/backend/").await;
     assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
     assert_eq!(r.headers[header::LOCATION], "/trident/v1/backend");
     let r = get(&app, "//evil.example/").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_methods_are_json_405_with_allow() {
-    let app = app(Fake::default());
+    let h = Harness::start().await;
+    let app = h.app();
     let cases = [
         (Method::PUT, "/trident/v1/volume/v", "GET,HEAD,DELETE"),
         (Method::POST, "/trident/v1/volume/v", "GET,HEAD,DELETE"),
@@ -431,6 +268,14 @@ async fn wrong_methods_are_json_405_with_allow() {
         ),
         (Method::POST, "/trident/v1/version", "GET,HEAD"),
         (Method::DELETE, "/trident/v1/storageclass", "GET,HEAD,POST"),
+        (Method::GET, "/trident/v1/volume/v/resize", "POST"),
+        (
+            Method::PUT,
+            "/trident/v1/volume/v/snapshot",
+            "GET,HEAD,POST",
+        ),
+        (Method::POST, "/trident/v1/snapshot", "GET,HEAD"),
+        (Method::DELETE, "/trident/v1/events", "GET,HEAD"),
     ];
     for (method, path, allow) in cases {
         let r = send(&app, method.clone(), path, Body::empty()).await;
@@ -451,20 +296,24 @@ async fn wrong_methods_are_json_405_with_allow() {
             format!("method {method} is not allowed on this path; see the Allow header")
         );
     }
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Backends
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_lifecycle_json() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
     let r = post(&app, "/trident/v1/backend", BACKEND).await;
-    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     assert_json(&r);
     assert_eq!(r.json, json!({"backend": "b1"}));
-    assert_eq!(fake.state().backends["b1"]["password"], "canary-pw-8472");
+    // The password reached the core, which sealed it.
+    let added = serde_json::to_value(&h.events_of("backend/b1").await[0].event).unwrap();
+    assert_eq!(added["event"]["secrets"], "<sealed>");
+    assert!(!added.to_string().contains("canary-pw-8472"));
 
     let r = get(&app, "/trident/v1/backend").await;
     assert_eq!(r.status, StatusCode::OK);
@@ -479,8 +328,12 @@ async fn backend_lifecycle_json() {
     assert_eq!(b["state"], "online");
     assert_eq!(b["config"]["storageDriverName"], "fake");
     assert_eq!(b["storage"]["pool-a"]["name"], "pool-a");
-    assert_eq!(b["storage"]["pool-a"]["storageAttributes"], json!({}));
+    assert_eq!(
+        b["storage"]["pool-a"]["storageAttributes"],
+        json!({"backendType": {"offer": ["fake"]}})
+    );
     assert_eq!(b["volumes"], json!([]));
+    assert!(!String::from_utf8_lossy(&r.raw).contains("canary-pw-8472"));
 
     let r = post(
         &app,
@@ -488,31 +341,33 @@ async fn backend_lifecycle_json() {
         r#"{"version":1,"storageDriverName":"fake","backendName":"b2"}"#,
     )
     .await;
-    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json, json!({"backend": "b2"}));
 
     let r = delete(&app, "/trident/v1/backend/b2").await;
-    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_json(&r);
     assert_eq!(r.json, json!({}));
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_yaml_body() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
-    let yaml =
-        "version: 1\nstorageDriverName: fake\nbackendName: y1\npools:\n  a:\n    sizeBytes: 10\n";
+    let h = Harness::start().await;
+    let app = h.app();
+    let yaml = "version: 1\nstorageDriverName: fake\nbackendName: y1\npools:\n  a:\n    sizeBytes: 10\n    attributes: {}\n";
     let r = post(&app, "/trident/v1/backend", yaml).await;
-    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     assert_eq!(r.json, json!({"backend": "y1"}));
-    assert_eq!(fake.state().backends["y1"]["pools"]["a"]["sizeBytes"], 10);
+    let r = get(&app, "/trident/v1/backend/y1").await;
+    assert_eq!(r.json["backend"]["storage"]["a"]["totalBytes"], 10);
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_errors_use_the_envelopes() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
 
     let r = post(&app, "/trident/v1/backend", "{\"version\":").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -525,7 +380,7 @@ async fn backend_errors_use_the_envelopes() {
             .starts_with("invalid config format: ")
     );
     assert!(
-        fake.state().calls.is_empty(),
+        h.events().await.is_empty(),
         "bad input must not reach the core"
     );
 
@@ -546,12 +401,13 @@ async fn backend_errors_use_the_envelopes() {
     let r = delete(&app, "/trident/v1/backend/nope").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.json, json!({"error": "backend nope not found"}));
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_names_in_paths_are_refused_before_the_core() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
     let long = "x".repeat(254);
     let cases = [
         ("%2E%2E", "must not be \".\" or \"..\""),
@@ -579,6 +435,10 @@ async fn bad_names_in_paths_are_refused_before_the_core() {
         let r = post(&app, &format!("/trident/v1/backend/{name}"), BACKEND).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}");
         assert_eq!(r.json["backend"], "");
+
+        let r = delete(&app, &format!("/trident/v1/volume/v/snapshot/{name}")).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}");
+        assert_eq!(r.json, json!({"error": format!("snapshot name {want}")}));
     }
     let r = get(&app, "/trident/v1/volume/%FF").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -590,19 +450,27 @@ async fn bad_names_in_paths_are_refused_before_the_core() {
         "{}",
         r.json
     );
-    assert!(fake.state().calls.is_empty());
+    assert!(h.events().await.is_empty());
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Volumes
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_lifecycle() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
-    let body = r#"{"name":"v1","size":"1GB","protocol":"file"}"#;
+    let h = Harness::start().await;
+    let app = h.app();
+    assert_eq!(post(&app, "/trident/v1/backend", BACKEND).await.status, 201);
+    assert_eq!(
+        post(&app, "/trident/v1/storageclass", CLASS_ANY)
+            .await
+            .status,
+        201
+    );
+    let body = r#"{"name":"v1","size":"1GB","protocol":"file","storageClass":"gold"}"#;
     let r = post(&app, "/trident/v1/volume", body).await;
-    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     assert_json(&r);
     assert_eq!(r.json, json!({"backend": "b1"}));
 
@@ -621,14 +489,14 @@ async fn volume_lifecycle() {
     let v = &r.json["volume"];
     assert_eq!(v["Config"]["name"], "v1");
     assert_eq!(v["Config"]["size"], "1GB");
-    assert_eq!(v["Config"]["internalName"], "trident_v1");
+    assert_eq!(v["Config"]["internalName"], "trident-v1");
     assert_eq!(v["backend"], "b1");
     assert_eq!(v["pool"], "pool-a");
     assert_eq!(v["orphaned"], false);
     assert_eq!(v["state"], "online");
 
     let r = delete(&app, "/trident/v1/volume/v1").await;
-    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json, json!({}));
     let r = get(&app, "/trident/v1/volume/v1").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
@@ -639,12 +507,13 @@ async fn volume_lifecycle() {
     let r = delete(&app, "/trident/v1/volume/v1").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.json, json!({"error": "volume v1 not found"}));
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_validation_happens_before_the_core() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
     let cases = [
         (
             r#"{"size":"1G"}"#,
@@ -683,12 +552,14 @@ async fn volume_validation_happens_before_the_core() {
         "{}",
         r.json
     );
-    assert!(fake.state().calls.is_empty());
+    assert!(h.events().await.is_empty());
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_with_unknown_class_is_400_not_404() {
-    let app = app(Fake::default());
+    let h = Harness::start().await;
+    let app = h.app();
     let r = post(
         &app,
         "/trident/v1/volume",
@@ -700,16 +571,22 @@ async fn volume_with_unknown_class_is_400_not_404() {
         r.json,
         json!({"backend": "", "error": "unknown storage class: gold"})
     );
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Storage classes
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_class_lifecycle() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
-    post(&app, "/trident/v1/backend", BACKEND).await;
+    let h = Harness::start().await;
+    let app = h.app();
+    assert_eq!(
+        post(&app, "/trident/v1/backend", BACKEND_SNAPSHOTS)
+            .await
+            .status,
+        201
+    );
     let body = r#"{"version":"1","name":"gold","attributes":{"snapshots":"true"}}"#;
     let r = post(&app, "/trident/v1/storageclass", body).await;
     assert_eq!(r.status, StatusCode::CREATED);
@@ -742,12 +619,13 @@ async fn storage_class_lifecycle() {
         r.json,
         json!({"storageClass": null, "error": "storage class gold was not found"})
     );
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_class_bad_bodies() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
     let r = post(&app, "/trident/v1/storageclass", "{").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.json["storageClass"], "");
@@ -763,15 +641,20 @@ async fn storage_class_bad_bodies() {
         r.json,
         json!({"storageClass": "", "error": "name must not contain '/'"})
     );
-    assert!(fake.state().calls.is_empty());
+    assert!(h.events().await.is_empty());
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Core error classes over HTTP
 
-#[tokio::test]
+/// On a current-thread runtime the core's replay task cannot run before this test yields, and
+/// nothing on these request paths yields: the core is deterministically still replaying.
+#[tokio::test(flavor = "current_thread")]
 async fn not_ready_is_503_with_retry_after() {
-    let app = app(Fake::with(|s| s.fail = Some(CoreError::NotReady)));
+    let h = Harness::start_replaying().await;
+    assert_eq!(h.core.readiness(), Readiness::Replaying);
+    let app = h.app();
     let r = get(&app, "/trident/v1/backend").await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_json(&r);
@@ -783,6 +666,78 @@ async fn not_ready_is_503_with_retry_after() {
     let r = post(&app, "/trident/v1/volume", r#"{"name":"v","size":"1G"}"#).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(r.json["backend"], "");
+
+    // The probes: alive, not ready, and why.
+    let r = get(&app, "/livez").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json, json!({"status": "ok"}));
+    let r = get(&app, "/readyz").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers[header::RETRY_AFTER], "1");
+    assert_eq!(
+        r.json,
+        json!({"status": "unavailable", "reasons": ["the event log is being replayed"]})
+    );
+    assert_eq!(h.core.readiness(), Readiness::Replaying, "the premise held");
+    h.stop().await;
+}
+
+/// A core whose boot failed (a corrupt log): every operation is a 500 without detail, the
+/// process is alive but not ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_boot_is_500_without_detail_and_not_ready() {
+    let h = Harness::start().await;
+    assert_eq!(
+        post(&h.app(), "/trident/v1/backend", BACKEND).await.status,
+        201
+    );
+    let dir = h.stop_keeping_dir().await;
+    {
+        let log =
+            crate::log::EventLog::open(&dir.path().join("log"), crate::log::Durability::Flush)
+                .unwrap();
+        // Drop the last event and the shutdown checkpoint, then damage the first record.
+        log.truncate_after(1).await.unwrap();
+        log.corrupt_for_tests(1, |raw| {
+            let i = raw.len() - 33;
+            raw[i] ^= 0x01;
+        });
+        log.shutdown().await.unwrap();
+    }
+    let h = Harness::start_in(dir).await;
+    for _ in 0..500 {
+        if matches!(h.core.readiness(), Readiness::Failed(_)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(matches!(h.core.readiness(), Readiness::Failed(_)));
+    let app = h.app();
+    let r = get(&app, "/trident/v1/backend").await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_json(&r);
+    assert_eq!(r.json["backends"], json!([]));
+    let msg = r.json["error"].as_str().unwrap();
+    let rid = r.headers[REQUEST_ID_HEADER].to_str().unwrap();
+    assert_eq!(
+        msg,
+        format!("storch initialization failed; see the server log (request id {rid})")
+    );
+    let r = get(&app, "/livez").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = get(&app, "/readyz").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.json["status"], "unavailable");
+    let reasons = r.json["reasons"].as_array().unwrap();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0]
+            .as_str()
+            .unwrap()
+            .contains("storch events verify"),
+        "{reasons:?}"
+    );
+    h.stop().await;
 }
 
 #[tokio::test]
@@ -798,7 +753,14 @@ async fn server_errors_hide_their_detail() {
             503,
         ),
     ] {
-        let app = app(Fake::with(|s| s.fail = Some(err.clone())));
+        let e = err.clone();
+        let app = mini_app(
+            Method::GET,
+            "/trident/v1/volume/{volume}",
+            move |ctx: handlers::ReqCtx| async move {
+                handlers::Call::new(error::Op::GetVolume, ctx).core::<()>(Err(e))
+            },
+        );
         let r = get(&app, "/trident/v1/volume/v").await;
         assert_eq!(r.status.as_u16(), status, "{err:?}");
         assert_json(&r);
@@ -810,22 +772,52 @@ async fn server_errors_hide_their_detail() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_and_failed_are_400_with_the_core_message() {
-    for err in [
-        CoreError::Invalid("unknown storage driver: x".into()),
-        CoreError::Failed("problem initializing storage driver 'fake': boom".into()),
-    ] {
-        let app = app(Fake::with(|s| s.fail = Some(err.clone())));
-        let r = post(&app, "/trident/v1/backend", BACKEND).await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST);
-        assert_eq!(r.json, json!({"backend": "", "error": err.to_string()}));
-    }
+    let h = Harness::start().await;
+    let app = h.app();
+    // Invalid: an unknown driver.
+    let r = post(
+        &app,
+        "/trident/v1/backend",
+        r#"{"version":1,"storageDriverName":"x","backendName":"b1"}"#,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json,
+        json!({"backend": "", "error": "unknown storage driver: x"})
+    );
+    // Failed: a valid request that cannot be carried out (no pool for the class).
+    assert_eq!(
+        post(&app, "/trident/v1/storageclass", CLASS_ANY)
+            .await
+            .status,
+        201
+    );
+    let r = post(
+        &app,
+        "/trident/v1/volume",
+        r#"{"name":"v","size":"1G","storageClass":"gold"}"#,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json.as_object().unwrap().len(), 2, "{}", r.json);
+    assert_eq!(r.json["backend"], "");
+    let msg = r.json["error"].as_str().unwrap();
+    assert!(
+        msg.starts_with("no available backends for storage class gold"),
+        "{msg}"
+    );
+    h.stop().await;
 }
 
 #[tokio::test]
 async fn handler_panics_become_500_envelopes() {
-    let app = app(Fake::with(|s| s.panic = true));
+    async fn boom() -> &'static str {
+        panic!("told to panic")
+    }
+    let app = mini_app(Method::GET, "/trident/v1/backend/{backend}", boom);
     let r = get(&app, "/trident/v1/backend/b1").await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_json(&r);
@@ -836,6 +828,7 @@ async fn handler_panics_become_500_envelopes() {
             .unwrap()
             .starts_with("internal error")
     );
+    let app = mini_app(Method::DELETE, "/trident/v1/volume/{volume}", boom);
     let r = delete(&app, "/trident/v1/volume/v").await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(r.json.as_object().unwrap().len(), 1);
@@ -844,12 +837,21 @@ async fn handler_panics_become_500_envelopes() {
 // ---------------------------------------------------------------------------------------------
 // Body limits
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_the_cap_are_413() {
-    let fake = Fake::default();
-    let app = app(fake.clone());
+    let h = Harness::start().await;
+    let app = h.app();
+    assert_eq!(post(&app, "/trident/v1/backend", BACKEND).await.status, 201);
+    assert_eq!(
+        post(&app, "/trident/v1/storageclass", CLASS_ANY)
+            .await
+            .status,
+        201
+    );
+    let setup = h.events().await.len();
+
     let big = format!(
-        r#"{{"name":"v","size":"1G","pad":"{}"}}"#,
+        r#"{{"name":"v","size":"1G","storageClass":"gold","pad":"{}"}}"#,
         "x".repeat(MAX_BODY_BYTES)
     );
     let r = post(&app, "/trident/v1/volume", &big).await;
@@ -861,12 +863,12 @@ async fn bodies_over_the_cap_are_413() {
     );
 
     // Exactly at the cap is fine (and parsed).
-    let prefix = r#"{"name":"v","size":"1G","pad":""#;
+    let prefix = r#"{"name":"v","size":"1G","storageClass":"gold","pad":""#;
     let pad = MAX_BODY_BYTES - prefix.len() - 2;
     let exact = format!("{prefix}{}\"}}", "x".repeat(pad));
     assert_eq!(exact.len(), MAX_BODY_BYTES);
     let r = post(&app, "/trident/v1/volume", &exact).await;
-    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
 
     // A streamed body without a length: cut off at the cap.
     let pulled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -895,7 +897,18 @@ async fn bodies_over_the_cap_are_413() {
     let r = call(&app, req).await;
     assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(r.json["storageClass"], "");
-    assert_eq!(fake.state().calls.len(), 1, "only the exact-cap volume");
+
+    // Only the exact-cap volume reached the core.
+    let after: Vec<String> = h
+        .events()
+        .await
+        .into_iter()
+        .skip(setup)
+        .map(|e| e.stream)
+        .collect();
+    assert!(!after.is_empty());
+    assert!(after.iter().all(|s| s == "volume/v"), "{after:?}");
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -921,8 +934,9 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuf {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_carry_request_ids_but_never_bodies() {
+    let h = Harness::start().await;
     let buf = LogBuf::default();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
@@ -931,7 +945,7 @@ async fn logs_carry_request_ids_but_never_bodies() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let app = app(Fake::default());
+    let app = h.app();
     let req = Request::post("/trident/v1/backend")
         .header("x-request-id", "trace-me-1")
         .body(Body::from(BACKEND))
@@ -954,14 +968,16 @@ async fn logs_carry_request_ids_but_never_bodies() {
     assert!(logs.contains("status=201"), "{logs}");
     assert!(logs.contains("op=\"add_backend\""), "{logs}");
     assert!(!logs.contains("canary-pw-8472"), "{logs}");
+    drop(_guard);
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
-// serve() on a real socket
+// The server on a real socket
 
 async fn start_server(
-    fake: Fake,
-    grace: std::time::Duration,
+    core: Core,
+    grace: Duration,
 ) -> (
     std::net::SocketAddr,
     tokio::sync::oneshot::Sender<()>,
@@ -970,32 +986,50 @@ async fn start_server(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve_app(
-        listener,
-        app(fake),
-        async move {
-            let _ = stop_rx.await;
-        },
+    let options = ServeOptions {
         grace,
-    ));
+        ..ServeOptions::default()
+    };
+    let server = tokio::spawn(serve_with(listener, core, options, async move {
+        let _ = stop_rx.await;
+    }));
     (addr, stop_tx, server)
 }
 
-async fn wait_for_a_call(fake: &Fake) {
+/// A core with backend `b1` whose every array call takes `latency`, and class `gold`.
+async fn slow_core(latency: &str) -> Harness {
+    let h = Harness::start().await;
+    let app = h.app();
+    let backend = format!(
+        r#"{{"version":1,"storageDriverName":"fake","backendName":"b1","latency":"{latency}",
+            "pools":{{"pool-a":{{"sizeBytes":10737418240,"attributes":{{}}}}}}}}"#
+    );
+    let r = post(&app, "/trident/v1/backend", &backend).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(
+        post(&app, "/trident/v1/storageclass", CLASS_ANY)
+            .await
+            .status,
+        201
+    );
+    h
+}
+
+/// Waits until the core recorded the intent of volume `name` (the request is in flight).
+async fn wait_for_intent(h: &Harness, name: &str) {
     for _ in 0..1000 {
-        if !fake.state().calls.is_empty() {
+        if !h.events_of(&format!("volume/{name}")).await.is_empty() {
             return;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     panic!("the request never reached the core");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_answers_and_stops_gracefully() {
-    let gate = Arc::new(Notify::new());
-    let fake = Fake::with(|s| s.gate = Some(gate.clone()));
-    let (addr, stop, server) = start_server(fake.clone(), std::time::Duration::from_secs(10)).await;
+    let h = slow_core("1s").await;
+    let (addr, stop, server) = start_server(h.core.clone(), Duration::from_secs(10)).await;
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");
 
@@ -1016,54 +1050,56 @@ async fn serve_answers_and_stops_gracefully() {
         async move {
             client
                 .post(url)
-                .body(r#"{"name":"v1","size":"1G"}"#)
+                .body(r#"{"name":"v1","size":"1G","storageClass":"gold"}"#)
                 .send()
                 .await
         }
     });
-    wait_for_a_call(&fake).await;
+    wait_for_intent(&h, "v1").await;
     stop.send(()).unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!server.is_finished(), "must wait for the in-flight request");
-    gate.notify_one();
     let r = in_flight.await.unwrap().unwrap();
     assert_eq!(r.status().as_u16(), 201);
-    tokio::time::timeout(std::time::Duration::from_secs(5), server)
+    tokio::time::timeout(Duration::from_secs(5), server)
         .await
         .expect("serve returns after the drain")
         .unwrap()
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_gives_up_on_stuck_requests_after_the_grace_period() {
-    let gate = Arc::new(Notify::new());
-    let fake = Fake::with(|s| s.gate = Some(gate.clone()));
-    let (addr, stop, server) =
-        start_server(fake.clone(), std::time::Duration::from_millis(200)).await;
-    let _stuck = tokio::spawn(async move {
+    let h = slow_core("2s").await;
+    let (addr, stop, server) = start_server(h.core.clone(), Duration::from_millis(200)).await;
+    let stuck = tokio::spawn(async move {
         reqwest::Client::new()
             .post(format!("http://{addr}/trident/v1/volume"))
-            .body(r#"{"name":"v1","size":"1G"}"#)
+            .body(r#"{"name":"v1","size":"1G","storageClass":"gold"}"#)
             .send()
             .await
     });
-    wait_for_a_call(&fake).await;
+    wait_for_intent(&h, "v1").await;
     stop.send(()).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(5), server)
+    tokio::time::timeout(Duration::from_secs(5), server)
         .await
         .expect("serve returns after the grace period")
         .unwrap()
         .unwrap();
+    // The stuck request was cut, not answered.
+    let outcome = stuck.await.unwrap();
+    assert!(outcome.is_err(), "{outcome:?}");
+    h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_chunked_upload_is_cut_off_on_the_socket() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let (addr, stop, server) =
-        start_server(Fake::default(), std::time::Duration::from_secs(5)).await;
+    let h = Harness::start().await;
+    let (addr, stop, server) = start_server(h.core.clone(), Duration::from_secs(5)).await;
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut rd, mut wr) = stream.into_split();
     // Up to 256 MiB of chunks; the server must answer and stop reading long before.
@@ -1084,7 +1120,7 @@ async fn huge_chunked_upload_is_cut_off_on_the_socket() {
     });
     let mut response = Vec::new();
     let mut buf = [0u8; 4096];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             match rd.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -1109,13 +1145,14 @@ async fn huge_chunked_upload_is_cut_off_on_the_socket() {
         "{text}"
     );
     drop(rd);
-    let sent = tokio::time::timeout(std::time::Duration::from_secs(20), writer)
+    let sent = tokio::time::timeout(Duration::from_secs(20), writer)
         .await
         .expect("the server stops reading, so the writer fails")
         .unwrap();
     assert!(sent.is_err(), "the whole 256 MiB was accepted: {sent:?}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
+    h.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1123,23 +1160,8 @@ async fn huge_chunked_upload_is_cut_off_on_the_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_core_smoke() {
-    use crate::actors::{CoreOptions, CoreRuntime, Readiness};
-
-    let dir = tempfile::tempdir().unwrap();
-    let runtime = CoreRuntime::start(CoreOptions {
-        data_dir: dir.path().to_path_buf(),
-        ..CoreOptions::default()
-    })
-    .await
-    .unwrap();
-    let core = runtime.core();
-    for _ in 0..500 {
-        if core.readiness() == Readiness::Ready {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    let app = router(core);
+    let h = Harness::start().await;
+    let app = h.app();
 
     let yaml = concat!(
         "version: 1\n",
@@ -1189,22 +1211,37 @@ async fn real_core_smoke() {
     assert_eq!(r.json["backend"], Value::Null);
 
     drop(app);
-    runtime.shutdown().await;
+    h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_errors_never_echo_the_request_secrets() {
-    let app = app(Fake::with(|s| {
-        s.fail = Some(CoreError::Invalid(
-            "unknown storage driver: canary-pw-8472".into(),
-        ))
-    }));
-    let r = post(&app, "/trident/v1/backend", BACKEND).await;
+    let h = Harness::start().await;
+    let app = h.app();
+    let canary = r#"{"version":1,"storageDriverName":"canary-pw-8472","backendName":"b1",
+        "password":"canary-pw-8472"}"#;
+    let r = post(&app, "/trident/v1/backend", canary).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         r.json,
         json!({"backend": "", "error": "unknown storage driver: <redacted>"})
     );
-    let r = post(&app, "/trident/v1/backend/b1", BACKEND).await;
+    assert_eq!(post(&app, "/trident/v1/backend", BACKEND).await.status, 201);
+    let r = post(&app, "/trident/v1/backend/b1", canary).await;
     assert_eq!(r.json["error"], "unknown storage driver: <redacted>");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn request_ctx_defaults_when_the_middleware_did_not_run() {
+    let app: Router = Router::new().route(
+        "/x",
+        axum::routing::get(|ctx: handlers::ReqCtx| async move {
+            let RequestCtx { request_id } = ctx.0;
+            request_id
+        }),
+    );
+    let r = get(&app, "/x").await;
+    let id = String::from_utf8(r.raw.to_vec()).unwrap();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
 }

@@ -7,6 +7,8 @@ use clap::Parser;
 use storch::cli::{Cli, Command, SettingsError, commands, logging};
 
 fn main() -> ExitCode {
+    // First thing: ring is the only rustls crypto provider built in.
+    storch::api::tls::install_default_provider();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -32,7 +32,8 @@ pub struct ServeArgs {
     )]
     pub data_dir: PathBuf,
 
-    /// The IP address the REST API listens on (loopback only, unless --insecure-listen).
+    /// The IP address the REST API listens on. A non-loopback address needs --tls-cert,
+    /// --tls-key and --auth-token-file (or --insecure-listen).
     #[arg(
         long,
         env = "STORCH_ADDRESS",
@@ -55,8 +56,21 @@ pub struct ServeArgs {
     )]
     pub log_format: LogFormat,
 
-    /// Allow a non-loopback --address although the API has no TLS and no authentication yet:
-    /// anyone who can reach the port controls storch.
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, env = "STORCH_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "STORCH_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Require `Authorization: Bearer TOKEN` on every route but /livez and /readyz, with TOKEN
+    /// read from this file (surrounding whitespace ignored; at least 16 characters).
+    #[arg(long, env = "STORCH_AUTH_TOKEN_FILE", value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// Allow a non-loopback --address without TLS and a token: anyone who can reach the port
+    /// controls storch (a warning is logged at start).
     #[arg(long, env = "STORCH_INSECURE_LISTEN")]
     pub insecure_listen: bool,
 }
@@ -72,12 +86,15 @@ mod tests {
     /// Parsing reads `STORCH_*` variables, so tests that parse or set them take turns.
     static ENV_LOCK: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 5] = [
+    const VARS: [&str; 8] = [
         "STORCH_DATA_DIR",
         "STORCH_ADDRESS",
         "STORCH_PORT",
         "STORCH_LOG_FORMAT",
         "STORCH_INSECURE_LISTEN",
+        "STORCH_TLS_CERT",
+        "STORCH_TLS_KEY",
+        "STORCH_AUTH_TOKEN_FILE",
     ];
 
     fn serve_args(argv: &[&str]) -> Result<ServeArgs, clap::Error> {
@@ -109,6 +126,9 @@ mod tests {
         assert_eq!(args.port, 8000);
         assert_eq!(args.log_format, LogFormat::Text);
         assert!(!args.insecure_listen);
+        assert_eq!(args.tls_cert, None);
+        assert_eq!(args.tls_key, None);
+        assert_eq!(args.auth_token_file, None);
     }
 
     #[test]
@@ -127,8 +147,20 @@ mod tests {
             "--log-format",
             "json",
             "--insecure-listen",
+            "--tls-cert",
+            "/etc/storch/cert.pem",
+            "--tls-key",
+            "/etc/storch/key.pem",
+            "--auth-token-file",
+            "/etc/storch/token",
         ])
         .unwrap();
+        assert_eq!(args.tls_cert, Some(PathBuf::from("/etc/storch/cert.pem")));
+        assert_eq!(args.tls_key, Some(PathBuf::from("/etc/storch/key.pem")));
+        assert_eq!(
+            args.auth_token_file,
+            Some(PathBuf::from("/etc/storch/token"))
+        );
         assert_eq!(args.data_dir, PathBuf::from("/var/lib/storch"));
         assert_eq!(args.address, "::1");
         assert_eq!(args.port, 0);
@@ -146,12 +178,14 @@ mod tests {
             std::env::set_var("STORCH_PORT", "9000");
             std::env::set_var("STORCH_LOG_FORMAT", "json");
             std::env::set_var("STORCH_INSECURE_LISTEN", "true");
+            std::env::set_var("STORCH_AUTH_TOKEN_FILE", "/run/token");
         }
         let args = serve_args(&["storch", "serve"]).unwrap();
         assert_eq!(args.data_dir, PathBuf::from("/srv/storch"));
         assert_eq!(args.port, 9000);
         assert_eq!(args.log_format, LogFormat::Json);
         assert!(args.insecure_listen);
+        assert_eq!(args.auth_token_file, Some(PathBuf::from("/run/token")));
         let args = serve_args(&["storch", "serve", "--port", "7000"]).unwrap();
         assert_eq!(args.port, 7000);
         clear_env();

@@ -8,6 +8,13 @@ use crate::actors::CoreOptions;
 use super::args::ServeArgs;
 use super::logging::LogFormat;
 
+/// The certificate chain and key of HTTPS (PEM files, read when the server starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 /// What `storch serve` runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeSettings {
@@ -15,7 +22,12 @@ pub struct ServeSettings {
     /// Where the REST API listens (port 0: any free port).
     pub listen: SocketAddr,
     pub log_format: LogFormat,
-    /// The address is not loopback and the operator accepted that (logged loudly at start).
+    /// Serve HTTPS with these files.
+    pub tls: Option<TlsFiles>,
+    /// Require the bearer token in this file.
+    pub auth_token_file: Option<PathBuf>,
+    /// The address is not loopback, TLS or the token is missing, and the operator accepted
+    /// that with `--insecure-listen` (logged loudly at start).
     pub insecure_listen: bool,
 }
 
@@ -26,31 +38,54 @@ pub enum SettingsError {
     EmptyDataDir,
     #[error("invalid --address {0:?}: expected an IP address such as 127.0.0.1 or ::1")]
     BadAddress(String),
+    #[error("--tls-cert and --tls-key go together; {0} is missing")]
+    TlsPair(&'static str),
     #[error(
-        "refusing to listen on {0}: it is not a loopback address, and the REST API has no TLS \
-         and no authentication yet (anyone who can reach it controls storch); use a loopback \
-         address, or pass --insecure-listen to accept the risk"
+        "refusing to listen on {ip}: it is not a loopback address, and listening elsewhere \
+         requires TLS (--tls-cert and --tls-key) and a bearer token (--auth-token-file), or \
+         anyone who can reach the port controls storch; missing: {missing}. Use a loopback \
+         address, give them, or pass --insecure-listen to accept the risk"
     )]
-    NotLoopback(IpAddr),
+    NotLoopback { ip: IpAddr, missing: String },
 }
 
 impl ServeArgs {
-    /// Checks the arguments: a non-empty data dir, an IP address (or `localhost`), and a
-    /// loopback address unless `--insecure-listen` is given.
+    /// Checks the arguments: a non-empty data dir, an IP address (or `localhost`), TLS files
+    /// in pairs, and on a non-loopback address TLS plus a token unless `--insecure-listen` is
+    /// given. (The files themselves are read when the server starts.)
     pub fn into_settings(self) -> Result<ServeSettings, SettingsError> {
         if self.data_dir.as_os_str().is_empty() {
             return Err(SettingsError::EmptyDataDir);
         }
+        let tls = match (self.tls_cert, self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => return Err(SettingsError::TlsPair("--tls-key")),
+            (None, Some(_)) => return Err(SettingsError::TlsPair("--tls-cert")),
+        };
         let ip = parse_address(&self.address)?;
         let loopback = ip.to_canonical().is_loopback();
-        if !loopback && !self.insecure_listen {
-            return Err(SettingsError::NotLoopback(ip));
+        let mut missing = Vec::new();
+        if tls.is_none() {
+            missing.extend(["--tls-cert", "--tls-key"]);
+        }
+        if self.auth_token_file.is_none() {
+            missing.push("--auth-token-file");
+        }
+        let exposed = !loopback && !missing.is_empty();
+        if exposed && !self.insecure_listen {
+            return Err(SettingsError::NotLoopback {
+                ip,
+                missing: missing.join(", "),
+            });
         }
         Ok(ServeSettings {
             data_dir: self.data_dir,
             listen: SocketAddr::new(ip, self.port),
             log_format: self.log_format,
-            insecure_listen: !loopback,
+            tls,
+            auth_token_file: self.auth_token_file,
+            insecure_listen: exposed,
         })
     }
 }
@@ -89,8 +124,18 @@ mod tests {
             address: address.to_string(),
             port: 8000,
             log_format: LogFormat::Text,
+            tls_cert: None,
+            tls_key: None,
+            auth_token_file: None,
             insecure_listen: insecure,
         }
+    }
+
+    fn secured(mut a: ServeArgs) -> ServeArgs {
+        a.tls_cert = Some(PathBuf::from("/c.pem"));
+        a.tls_key = Some(PathBuf::from("/k.pem"));
+        a.auth_token_file = Some(PathBuf::from("/token"));
+        a
     }
 
     #[test]
@@ -114,16 +159,73 @@ mod tests {
     fn other_addresses_need_the_override() {
         for address in ["0.0.0.0", "::", "10.1.2.3", "192.168.0.10", "fe80::1"] {
             let err = args(address, false).into_settings().unwrap_err();
-            assert!(matches!(err, SettingsError::NotLoopback(_)), "{address}");
+            assert!(
+                matches!(err, SettingsError::NotLoopback { .. }),
+                "{address}"
+            );
             let msg = err.to_string();
             assert!(msg.contains("--insecure-listen"), "{msg}");
             assert!(msg.contains("TLS"), "{msg}");
+            assert!(
+                msg.contains("missing: --tls-cert, --tls-key, --auth-token-file"),
+                "{msg}"
+            );
             let s = args(address, true).into_settings().unwrap();
             assert!(s.insecure_listen, "{address}");
         }
         // The override on a loopback address changes nothing.
         let s = args("127.0.0.1", true).into_settings().unwrap();
         assert!(!s.insecure_listen);
+    }
+
+    #[test]
+    fn other_addresses_with_tls_and_a_token_need_no_override() {
+        let s = secured(args("0.0.0.0", false)).into_settings().unwrap();
+        assert!(!s.insecure_listen);
+        assert_eq!(
+            s.tls,
+            Some(TlsFiles {
+                cert: PathBuf::from("/c.pem"),
+                key: PathBuf::from("/k.pem")
+            })
+        );
+        assert_eq!(s.auth_token_file, Some(PathBuf::from("/token")));
+
+        // TLS without a token (or a token without TLS) is not enough.
+        let mut a = secured(args("10.1.2.3", false));
+        a.auth_token_file = None;
+        let msg = a.into_settings().unwrap_err().to_string();
+        assert!(msg.contains("missing: --auth-token-file"), "{msg}");
+        let mut a = secured(args("10.1.2.3", false));
+        a.tls_cert = None;
+        a.tls_key = None;
+        let msg = a.into_settings().unwrap_err().to_string();
+        assert!(msg.contains("missing: --tls-cert, --tls-key."), "{msg}");
+        let mut a = secured(args("10.1.2.3", true));
+        a.auth_token_file = None;
+        assert!(a.into_settings().unwrap().insecure_listen);
+
+        // Both are fine on loopback too.
+        let s = secured(args("127.0.0.1", false)).into_settings().unwrap();
+        assert!(s.tls.is_some() && s.auth_token_file.is_some() && !s.insecure_listen);
+    }
+
+    #[test]
+    fn tls_files_go_in_pairs() {
+        let mut a = args("127.0.0.1", false);
+        a.tls_cert = Some(PathBuf::from("/c.pem"));
+        assert_eq!(
+            a.into_settings().unwrap_err(),
+            SettingsError::TlsPair("--tls-key")
+        );
+        let mut a = args("127.0.0.1", false);
+        a.tls_key = Some(PathBuf::from("/k.pem"));
+        let err = a.into_settings().unwrap_err();
+        assert_eq!(err, SettingsError::TlsPair("--tls-cert"));
+        assert_eq!(
+            err.to_string(),
+            "--tls-cert and --tls-key go together; --tls-cert is missing"
+        );
     }
 
     #[test]

@@ -1016,10 +1016,6 @@ mod tests {
                 "additionalStoragePools: pool pattern \"*\" is not a valid regular expression",
             ),
             (
-                json!({"requiredStorage": {"(?<": ["p"]}}),
-                "additionalStoragePools: backend pattern \"(?<\" is not a valid",
-            ),
-            (
                 json!({"excludeStoragePools": {"b": ["p", "\\"]}}),
                 "excludeStoragePools: pool pattern \"\\\\\" is not a valid regular expression",
             ),
@@ -1044,6 +1040,13 @@ mod tests {
                 "storagePools: pool pattern",
             ),
         ];
+        // requiredStorage patterns are checked when the class is parsed, naming that key.
+        let err =
+            StorageClassConfig::from_value(json!({"requiredStorage": {"(?<": ["p"]}})).unwrap_err();
+        assert!(
+            err.contains("requiredStorage: backend pattern \"(?<\" is not a valid"),
+            "{err}"
+        );
         for (wire, want) in cases {
             let err = CompiledClass::compile(parse(wire.clone())).unwrap_err();
             assert!(err.contains(want), "{wire}: {err}");

@@ -7,15 +7,31 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::{Call, ReqCtx};
-use crate::api::core_api::CoreApi;
-use crate::api::dto::{BackendListResponse, BackendNameResponse, BackendResponse, EmptyResponse};
+use crate::actors::Core;
+use crate::api::dto::{
+    BackendListResponse, BackendNameResponse, BackendResponse, EmptyResponse, ErrorResponse,
+};
 use crate::api::error::{ApiError, Op};
 use crate::api::{input, redact};
 
 /// `POST /trident/v1/backend`: 201 `{"backend":"<name>"}`; JSON or YAML body. An existing name
 /// is an update (the core decides), still 201 as in Trident. (The core logs adds and updates.)
-pub(crate) async fn add<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    post,
+    path = "/trident/v1/backend",
+    tag = "trident",
+    request_body(
+        content = serde_json::Value,
+        description = "A Trident backend config, as JSON or YAML. Secrets in it are sealed and never shown again.",
+    ),
+    responses(
+        (status = 201, description = "Added (or, for an existing name, updated)", body = BackendNameResponse),
+        (status = 400, description = "Invalid config, or the driver could not initialise", body = ErrorResponse),
+        (status = 413, description = "Body over 1 MiB", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn add(
+    State(core): State<Core>,
     ctx: ReqCtx,
     headers: HeaderMap,
     body: Body,
@@ -29,8 +45,24 @@ pub(crate) async fn add<C: CoreApi>(
 }
 
 /// `POST /trident/v1/backend/{backend}`: 200 `{"backend":"<new name>"}`.
-pub(crate) async fn update<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    post,
+    path = "/trident/v1/backend/{backend}",
+    tag = "trident",
+    params(("backend" = String, Path, description = "Backend name")),
+    request_body(
+        content = serde_json::Value,
+        description = "The new config (JSON or YAML); its backendName may rename the backend.",
+    ),
+    responses(
+        (status = 200, description = "Updated", body = BackendNameResponse),
+        (status = 400, description = "Invalid config", body = ErrorResponse),
+        (status = 404, description = "No such backend", body = ErrorResponse),
+        (status = 409, description = "The new name is taken", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn update(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
@@ -47,8 +79,18 @@ pub(crate) async fn update<C: CoreApi>(
 }
 
 /// `GET /trident/v1/backend/{backend}`: `{"backend":{BackendExternal}}`.
-pub(crate) async fn get<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    get,
+    path = "/trident/v1/backend/{backend}",
+    tag = "trident",
+    params(("backend" = String, Path, description = "Backend name")),
+    responses(
+        (status = 200, description = "The backend (never its secrets)", body = BackendResponse),
+        (status = 404, description = "No such backend", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
@@ -64,18 +106,32 @@ pub(crate) async fn get<C: CoreApi>(
 }
 
 /// `GET /trident/v1/backend`: `{"backends":[…]}` (online backends, sorted).
-pub(crate) async fn list<C: CoreApi>(
-    State(core): State<C>,
-    ctx: ReqCtx,
-) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/trident/v1/backend",
+    tag = "trident",
+    responses((status = 200, description = "Names of the online backends", body = BackendListResponse)),
+)]
+pub(crate) async fn list(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
     let call = Call::new(Op::ListBackends, ctx);
     let backends = call.core(core.list_backends())?;
     call.reply(StatusCode::OK, &BackendListResponse { backends })
 }
 
-/// `DELETE /trident/v1/backend/{backend}`: `{}`.
-pub(crate) async fn delete<C: CoreApi>(
-    State(core): State<C>,
+/// `DELETE /trident/v1/backend/{backend}`: `{}`. A backend that still has volumes is taken
+/// offline instead (no new volumes land there).
+#[utoipa::path(
+    delete,
+    path = "/trident/v1/backend/{backend}",
+    tag = "trident",
+    params(("backend" = String, Path, description = "Backend name")),
+    responses(
+        (status = 200, description = "Deleted (or taken offline)", body = EmptyResponse),
+        (status = 404, description = "No such backend", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn delete(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {

@@ -2,12 +2,15 @@
 //! and answers with a [`super::dto`] envelope or an [`ApiError`].
 
 pub(crate) mod backend;
+pub(crate) mod events;
+pub(crate) mod health;
+pub(crate) mod snapshot;
 pub(crate) mod storage_class;
 pub(crate) mod volume;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequestParts, Path};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -85,6 +88,30 @@ impl Call {
         self.input(input::path_name(field, raw))
     }
 
+    /// Two names in the path (e.g. volume and snapshot), decoded and checked.
+    pub(crate) fn path_names(
+        &self,
+        fields: (&'static str, &'static str),
+        path: Result<Path<(String, String)>, PathRejection>,
+    ) -> Result<(String, String), ApiError> {
+        let Path((a, b)) =
+            path.map_err(|e| self.fail(ErrorKind::Input(InputError::Path(e.body_text()))))?;
+        Ok((
+            self.input(input::path_name(fields.0, a))?,
+            self.input(input::path_name(fields.1, b))?,
+        ))
+    }
+
+    /// The decoded query parameters, in order.
+    pub(crate) fn query(
+        &self,
+        query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    ) -> Result<Vec<(String, String)>, ApiError> {
+        query
+            .map(|Query(pairs)| pairs)
+            .map_err(|e| self.fail(ErrorKind::Input(InputError::QueryString(e.body_text()))))
+    }
+
     /// The whole body, under the size cap and the read deadline.
     pub(crate) async fn body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
         super::body::read_limited(
@@ -109,9 +136,26 @@ impl Call {
     }
 }
 
-/// `GET /trident/version` and `GET /trident/v1/version`.
+/// The Trident version this API speaks, and storch's.
+#[utoipa::path(
+    get,
+    path = "/trident/v1/version",
+    tag = "trident",
+    responses((status = 200, description = "The versions", body = VersionResponse)),
+)]
 pub(crate) async fn version(ctx: ReqCtx) -> Result<Response, ApiError> {
     Call::new(Op::Version, ctx).reply(StatusCode::OK, &VersionResponse::current())
+}
+
+/// The same as `/trident/v1/version` (Trident serves both).
+#[utoipa::path(
+    get,
+    path = "/trident/version",
+    tag = "trident",
+    responses((status = 200, description = "The versions", body = VersionResponse)),
+)]
+pub(crate) async fn version_legacy(ctx: ReqCtx) -> Result<Response, ApiError> {
+    version(ctx).await
 }
 
 /// Unknown paths: a JSON 404. A `/trident/…` path with a trailing slash is redirected to the

@@ -1,22 +1,35 @@
 //! `/trident/v1/storageclass` handlers.
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::{Call, ReqCtx};
-use crate::api::core_api::CoreApi;
+use crate::actors::Core;
 use crate::api::dto::{
-    EmptyResponse, StorageClassListResponse, StorageClassNameResponse, StorageClassResponse,
+    EmptyResponse, ErrorResponse, ExplanationResponse, StorageClassListResponse,
+    StorageClassNameResponse, StorageClassResponse,
 };
 use crate::api::error::{ApiError, Op};
 use crate::api::input;
+use crate::api::openapi::StorageClassConfigDoc;
 
 /// `POST /trident/v1/storageclass`: 201 `{"storageClass":"<name>"}`.
-pub(crate) async fn add<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    post,
+    path = "/trident/v1/storageclass",
+    tag = "trident",
+    request_body(content = StorageClassConfigDoc),
+    responses(
+        (status = 201, description = "Added", body = StorageClassNameResponse),
+        (status = 400, description = "Invalid class (unknown attribute, bad value or pool selector)", body = ErrorResponse),
+        (status = 409, description = "A class of this name exists", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn add(
+    State(core): State<Core>,
     ctx: ReqCtx,
     headers: HeaderMap,
     body: Body,
@@ -35,8 +48,18 @@ pub(crate) async fn add<C: CoreApi>(
 }
 
 /// `GET /trident/v1/storageclass/{storageClass}`: `{"storageClass":{StorageClassExternal}}`.
-pub(crate) async fn get<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    get,
+    path = "/trident/v1/storageclass/{storageClass}",
+    tag = "trident",
+    params(("storageClass" = String, Path, description = "Storage class name")),
+    responses(
+        (status = 200, description = "The class and the pools it matches", body = StorageClassResponse),
+        (status = 404, description = "No such class", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
@@ -52,10 +75,13 @@ pub(crate) async fn get<C: CoreApi>(
 }
 
 /// `GET /trident/v1/storageclass`: `{"storageClasses":[…]}`.
-pub(crate) async fn list<C: CoreApi>(
-    State(core): State<C>,
-    ctx: ReqCtx,
-) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/trident/v1/storageclass",
+    tag = "trident",
+    responses((status = 200, description = "Names of every class, sorted", body = StorageClassListResponse)),
+)]
+pub(crate) async fn list(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
     let call = Call::new(Op::ListStorageClasses, ctx);
     let storage_classes = call.core(core.list_storage_classes())?;
     call.reply(
@@ -65,8 +91,18 @@ pub(crate) async fn list<C: CoreApi>(
 }
 
 /// `DELETE /trident/v1/storageclass/{storageClass}`: `{}`.
-pub(crate) async fn delete<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    delete,
+    path = "/trident/v1/storageclass/{storageClass}",
+    tag = "trident",
+    params(("storageClass" = String, Path, description = "Storage class name")),
+    responses(
+        (status = 200, description = "Deleted", body = EmptyResponse),
+        (status = 404, description = "No such class", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn delete(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
@@ -75,4 +111,41 @@ pub(crate) async fn delete<C: CoreApi>(
     call.core(core.delete_storage_class(call.ctx(), &name).await)?;
     tracing::info!(storage_class = %name, "storage class deleted");
     call.reply(StatusCode::OK, &EmptyResponse {})
+}
+
+/// `GET /trident/v1/storageclass/{storageClass}/explain?protocol=file|block&size=SIZE`:
+/// `{"explanation":{…}}`, for every pool of every backend whether a create in this class
+/// would try it now, and if not, why.
+#[utoipa::path(
+    get,
+    path = "/trident/v1/storageclass/{storageClass}/explain",
+    tag = "storch",
+    params(
+        ("storageClass" = String, Path, description = "Storage class name"),
+        ("protocol" = Option<String>, Query, description = "`file`, `block` or `any` (the default)"),
+        ("size" = Option<String>, Query, description = "A volume size, e.g. `10Gi`: pools with less free space are not candidates"),
+    ),
+    responses(
+        (status = 200, description = "Every pool with its verdict", body = ExplanationResponse),
+        (status = 400, description = "A bad `protocol` or `size` (the message names it)", body = ErrorResponse),
+        (status = 404, description = "No such class", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn explain(
+    State(core): State<Core>,
+    ctx: ReqCtx,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let call = Call::new(Op::ExplainStorageClass, ctx);
+    let name = call.path_name("storage class name", path)?;
+    let pairs = call.query(query)?;
+    let q = call.input(input::parse_explain_query(&pairs))?;
+    let explanation = call.core(core.explain(&name, q.protocol, q.size_bytes))?;
+    call.reply(
+        StatusCode::OK,
+        &ExplanationResponse {
+            explanation: explanation.into(),
+        },
+    )
 }

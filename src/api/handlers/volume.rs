@@ -7,15 +7,32 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::{Call, ReqCtx};
-use crate::api::core_api::CoreApi;
-use crate::api::dto::{BackendNameResponse, EmptyResponse, VolumeListResponse, VolumeResponse};
+use crate::actors::Core;
+use crate::api::dto::{
+    BackendNameResponse, EmptyResponse, ErrorResponse, ResizeRequest, VolumeListResponse,
+    VolumeResponse,
+};
 use crate::api::error::{ApiError, Op};
 use crate::api::input;
+use crate::api::openapi::VolumeConfigDoc;
 
 /// `POST /trident/v1/volume`: 201 `{"backend":"<backend>"}` once the outcome is durable. The
-/// body is validated here (trident-compat §1.4) before the core sees it.
-pub(crate) async fn add<C: CoreApi>(
-    State(core): State<C>,
+/// body is validated here (trident-compat §1.4) before the core sees it. With
+/// `cloneSourceVolume` (and optionally `cloneSourceSnapshot`) the volume is a clone.
+#[utoipa::path(
+    post,
+    path = "/trident/v1/volume",
+    tag = "trident",
+    request_body(content = VolumeConfigDoc, description = "The volume's config; name and size are mandatory (a clone takes its size from the source)."),
+    responses(
+        (status = 201, description = "Created on this backend", body = BackendNameResponse),
+        (status = 400, description = "Invalid config, unknown class or clone source, or no pool could take it (the message gives each pool's reason)", body = ErrorResponse),
+        (status = 409, description = "A volume of this name exists", body = ErrorResponse),
+        (status = 503, description = "Initializing, or the log refuses writes", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn add(
+    State(core): State<Core>,
     ctx: ReqCtx,
     headers: HeaderMap,
     body: Body,
@@ -39,8 +56,18 @@ pub(crate) async fn add<C: CoreApi>(
 }
 
 /// `GET /trident/v1/volume/{volume}`: `{"volume":{VolumeExternal}}`.
-pub(crate) async fn get<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    get,
+    path = "/trident/v1/volume/{volume}",
+    tag = "trident",
+    params(("volume" = String, Path, description = "Volume name")),
+    responses(
+        (status = 200, description = "The volume", body = VolumeResponse),
+        (status = 404, description = "No such volume", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
@@ -56,18 +83,31 @@ pub(crate) async fn get<C: CoreApi>(
 }
 
 /// `GET /trident/v1/volume`: `{"volumes":[…]}`.
-pub(crate) async fn list<C: CoreApi>(
-    State(core): State<C>,
-    ctx: ReqCtx,
-) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/trident/v1/volume",
+    tag = "trident",
+    responses((status = 200, description = "Names of every volume, sorted", body = VolumeListResponse)),
+)]
+pub(crate) async fn list(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
     let call = Call::new(Op::ListVolumes, ctx);
     let volumes = call.core(core.list_volumes())?;
     call.reply(StatusCode::OK, &VolumeListResponse { volumes })
 }
 
 /// `DELETE /trident/v1/volume/{volume}`: `{}`.
-pub(crate) async fn delete<C: CoreApi>(
-    State(core): State<C>,
+#[utoipa::path(
+    delete,
+    path = "/trident/v1/volume/{volume}",
+    tag = "trident",
+    params(("volume" = String, Path, description = "Volume name")),
+    responses(
+        (status = 200, description = "Deleted", body = EmptyResponse),
+        (status = 404, description = "No such volume", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn delete(
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
@@ -76,4 +116,40 @@ pub(crate) async fn delete<C: CoreApi>(
     call.core(core.delete_volume(call.ctx(), &name).await)?;
     tracing::info!(volume = %name, "volume deleted");
     call.reply(StatusCode::OK, &EmptyResponse {})
+}
+
+/// `POST /trident/v1/volume/{volume}/resize` with `{"size":"2Gi"}`: 200
+/// `{"volume":{VolumeExternal}}` once the array grew it. Volumes only grow; the same size is a
+/// no-op.
+#[utoipa::path(
+    post,
+    path = "/trident/v1/volume/{volume}/resize",
+    tag = "storch",
+    params(("volume" = String, Path, description = "Volume name")),
+    request_body(content = ResizeRequest),
+    responses(
+        (status = 200, description = "The volume at its new size", body = VolumeResponse),
+        (status = 400, description = "Bad size, a shrink, the volume is not online, or the array refused", body = ErrorResponse),
+        (status = 404, description = "No such volume", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn resize(
+    State(core): State<Core>,
+    ctx: ReqCtx,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let call = Call::new(Op::ResizeVolume, ctx);
+    let name = call.path_name("volume name", path)?;
+    let bytes = call.body(&headers, body).await?;
+    let size = call.input(input::parse_resize(&bytes))?;
+    let view = call.core(core.resize_volume(call.ctx(), &name, &size).await)?;
+    tracing::info!(volume = %name, size = %size, "volume resized");
+    call.reply(
+        StatusCode::OK,
+        &VolumeResponse {
+            volume: view.into(),
+        },
+    )
 }

@@ -1,12 +1,14 @@
-//! `storch serve`: start the core, serve the REST API until SIGINT or SIGTERM, then stop the
-//! server and shut the core down cleanly.
+//! `storch serve`: start the core, serve the REST API (HTTP or HTTPS, optionally behind a
+//! bearer token) until SIGINT or SIGTERM, then stop the server and shut the core down cleanly.
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use tokio::net::TcpListener;
 
 use crate::actors::{CoreError, CoreRuntime};
+use crate::api::{AuthToken, RouterOptions, ServeOptions};
 use crate::cli::settings::ServeSettings;
 
 /// Exit status used when a second signal aborts a graceful shutdown.
@@ -30,6 +32,20 @@ pub enum ServeError {
     },
     #[error("the REST server failed")]
     Server(#[source] std::io::Error),
+    #[error("could not set up TLS")]
+    Tls(#[source] crate::api::tls::TlsError),
+    #[error("cannot read --auth-token-file {}", path.display())]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("unusable token in --auth-token-file {}", path.display())]
+    Token {
+        path: PathBuf,
+        #[source]
+        source: crate::api::auth::TokenError,
+    },
 }
 
 /// Runs the server on a new multi-thread tokio runtime until a signal stops it.
@@ -45,11 +61,19 @@ pub fn run(settings: ServeSettings) -> Result<(), ServeError> {
 async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     // First, so that a signal arriving during start-up still leads to a clean stop.
     let mut signals = Signals::install().map_err(ServeError::Signals)?;
+    crate::api::tls::install_default_provider();
+    let options = serve_options(&settings)?;
     if settings.insecure_listen {
+        let missing = match (options.tls.is_some(), options.router.auth.is_some()) {
+            (false, false) => "without TLS and without a bearer token",
+            (false, true) => "without TLS (the token travels in clear text)",
+            (true, false) => "without a bearer token",
+            (true, true) => "",
+        };
         tracing::warn!(
             address = %settings.listen.ip(),
-            "listening on a non-loopback address without TLS or authentication \
-             (--insecure-listen): anyone who can reach this port controls storch"
+            "INSECURE: listening on a non-loopback address {missing} (--insecure-listen): \
+             anyone who can reach this port controls storch"
         );
     }
 
@@ -75,7 +99,7 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
             });
         }
     };
-    announce(local);
+    announce(local, options.tls.is_some());
     tracing::info!(address = %local, "REST API listening");
 
     let shutdown = async move {
@@ -87,12 +111,54 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
             std::process::exit(FORCED_EXIT_CODE);
         });
     };
-    let served = crate::api::serve(listener, core_runtime.core(), shutdown).await;
+    let served = crate::api::serve_with(listener, core_runtime.core(), options, shutdown).await;
 
     tracing::info!("REST server stopped; shutting down the core");
     core_runtime.shutdown().await;
     tracing::info!("storch stopped");
     served.map_err(ServeError::Server)
+}
+
+/// TLS and the token, read from their files before anything else starts.
+fn serve_options(settings: &ServeSettings) -> Result<ServeOptions, ServeError> {
+    let tls = match &settings.tls {
+        Some(files) => {
+            Some(crate::api::tls::acceptor(&files.cert, &files.key).map_err(ServeError::Tls)?)
+        }
+        None => None,
+    };
+    let auth = match &settings.auth_token_file {
+        Some(path) => Some(read_token(path)?),
+        None => None,
+    };
+    Ok(ServeOptions {
+        router: RouterOptions { auth },
+        tls,
+        ..ServeOptions::default()
+    })
+}
+
+fn read_token(path: &Path) -> Result<AuthToken, ServeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ServeError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                file = %path.display(),
+                "the auth token file is readable by other users; chmod 600 it"
+            );
+        }
+    }
+    AuthToken::new(&text).map_err(|source| ServeError::Token {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -102,17 +168,19 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 }
 
 /// The one line on stdout, for people and for tests that start with `--port 0`.
-fn announce(local: SocketAddr) {
+fn announce(local: SocketAddr, tls: bool) {
     let mut stdout = std::io::stdout().lock();
-    let written = writeln!(stdout, "{}", listening_line(local)).and_then(|()| stdout.flush());
+    let written = writeln!(stdout, "{}", listening_line(local, tls)).and_then(|()| stdout.flush());
     if let Err(e) = written {
         tracing::warn!(error = %e, "could not write the listening line to stdout");
     }
 }
 
-/// `storch listening on http://ADDR:PORT` (IPv6 addresses in brackets).
-pub fn listening_line(local: SocketAddr) -> String {
-    format!("storch listening on http://{local}")
+/// `storch listening on http://ADDR:PORT`, or `https://` with TLS (IPv6 addresses in
+/// brackets).
+pub fn listening_line(local: SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("storch listening on {scheme}://{local}")
 }
 
 /// SIGINT and SIGTERM (Ctrl-C elsewhere), registered once at start.
@@ -163,12 +231,16 @@ mod tests {
     #[test]
     fn the_listening_line() {
         assert_eq!(
-            listening_line("127.0.0.1:8000".parse().unwrap()),
+            listening_line("127.0.0.1:8000".parse().unwrap(), false),
             "storch listening on http://127.0.0.1:8000"
         );
         assert_eq!(
-            listening_line("[::1]:41234".parse().unwrap()),
+            listening_line("[::1]:41234".parse().unwrap(), false),
             "storch listening on http://[::1]:41234"
+        );
+        assert_eq!(
+            listening_line("0.0.0.0:8443".parse().unwrap(), true),
+            "storch listening on https://0.0.0.0:8443"
         );
     }
 }
