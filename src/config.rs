@@ -91,6 +91,9 @@ impl FileConfig {
                 return Err(format!("backends[{i}]: expected a backend config mapping"));
             }
             absolute_paths(b).map_err(|e| format!("backends[{i}]: {e}"))?;
+            // Validate the driver config now (nothing contacts an array here), so a bad file
+            // stops at start and a bad reload changes nothing.
+            crate::drivers::build_driver(b).map_err(|e| format!("backends[{i}]: {e}"))?;
         }
         let storage_classes = list("storageClasses")?
             .into_iter()

@@ -209,7 +209,12 @@ impl Core {
                 next = next.max(head + 1);
                 // Then live.
                 loop {
-                    match live.recv().await {
+                    let received = tokio::select! {
+                        r = live.recv() => r,
+                        // The reader went away: stop now, not at the next commit.
+                        () = tx.closed() => return,
+                    };
+                    match received {
                         Ok(env) if env.seq < next => {}
                         Ok(env) if env.seq > next => continue 'outer, // a gap: read the log
                         Ok(env) => {

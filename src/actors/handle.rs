@@ -986,7 +986,7 @@ impl Core {
                         None => reasons.push(format!("backend {name} is not running")),
                     }
                 }
-                if protocol != Protocol::Any && rec.protocol != protocol {
+                if !super::shared::serves(rec.protocol, protocol) {
                     reasons.push(format!(
                         "protocol mismatch: the class was asked for {protocol}, backend {name} serves {}",
                         if rec.protocol == Protocol::Any { "any" } else { rec.protocol.as_str() }

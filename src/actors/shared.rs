@@ -180,7 +180,7 @@ impl Shared {
                 let Some(rec) = state.backends.get(&pool.backend) else {
                     continue;
                 };
-                if !rec.online || (protocol != Protocol::Any && rec.protocol != protocol) {
+                if !rec.online || !serves(rec.protocol, protocol) {
                     continue;
                 }
                 let Some(slot) = backends.get(&pool.backend) else {
@@ -225,6 +225,12 @@ pub(crate) fn observe<T>(
     };
     metrics::histogram!("storch_operation_duration_seconds", "operation" => operation, "outcome" => outcome)
         .record(started.elapsed().as_secs_f64());
+}
+
+/// Whether a backend serving `backend` can take a volume asking for `wanted`: either side
+/// may be `Any` (a local or fake backend with no fixed protocol serves both).
+pub(crate) fn serves(backend: Protocol, wanted: Protocol) -> bool {
+    backend == Protocol::Any || wanted == Protocol::Any || backend == wanted
 }
 
 /// Where a failed create points the user.

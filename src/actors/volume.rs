@@ -490,13 +490,17 @@ async fn record_created(
     let secrets = shared
         .secrets
         .seal(&crate::secrets::split_access(&mut access));
-    let protocol = if config.protocol == Protocol::Any {
-        shared
+    // An open request takes the backend's protocol; a backend without a fixed one (local,
+    // fake with protocol "") makes such a volume a file volume, as its drivers do.
+    let protocol = match config.protocol {
+        Protocol::Any => match shared
             .projection
             .read(|s| s.backends.get(&pool.backend).map(|b| b.protocol))
-            .unwrap_or(Protocol::Any)
-    } else {
-        config.protocol
+        {
+            Some(Protocol::Any) | None => Protocol::File,
+            Some(p) => p,
+        },
+        p => p,
     };
     let pool = PoolRef::new(pool.backend.clone(), info.pool.clone());
     let ev = Event::volume(

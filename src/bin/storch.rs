@@ -10,26 +10,34 @@ fn main() -> ExitCode {
     // First thing: ring is the only rustls crypto provider built in.
     storch::api::tls::install_default_provider();
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("storch: error: {e:#}");
-            if e.downcast_ref::<SettingsError>().is_some() {
-                ExitCode::from(2)
-            } else {
+    match cli.command {
+        Command::Serve(_) => match run(cli) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("storch: error: {e:#}");
+                if e.downcast_ref::<SettingsError>().is_some() {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+        },
+        // Client verbs and offline audits: tridentctl's `Error: …` and exit code 1.
+        command => match commands::client::run(cli.client, command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("Error: {e}");
                 ExitCode::FAILURE
             }
-        }
+        },
     }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Serve(args) => {
-            let settings = args.into_settings()?;
-            logging::init(settings.log_format).context("could not set up logging")?;
-            commands::serve::run(settings)?;
-        }
+    if let Command::Serve(args) = cli.command {
+        let settings = args.into_settings()?;
+        logging::init(settings.log_format).context("could not set up logging")?;
+        commands::serve::run(settings)?;
     }
     Ok(())
 }

@@ -5,12 +5,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::client_args::{
+    ClientArgs, CompletionArgs, CreateKind, DeleteKind, EventsArgs, ExplainKind, GetKind,
+    ReplayArgs, ResizeKind, UpdateKind, VersionArgs,
+};
 use super::logging::LogFormat;
 
 /// storch: a storage orchestrator speaking the Trident 18.07 REST API.
 #[derive(Debug, Parser)]
 #[command(name = "storch", version, propagate_version = true)]
 pub struct Cli {
+    /// How client verbs reach the server and print (ignored by `serve` and offline commands).
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -19,42 +26,61 @@ pub struct Cli {
 pub enum Command {
     /// Run the server: the core (event log, actors) and the REST API.
     Serve(ServeArgs),
+    /// Add a backend, storage class, volume (or clone) or snapshot.
+    #[command(subcommand)]
+    Create(CreateKind),
+    /// Replace a backend's config.
+    #[command(subcommand)]
+    Update(UpdateKind),
+    /// Show backends, storage classes, volumes or snapshots.
+    #[command(subcommand)]
+    Get(GetKind),
+    /// Delete backends, storage classes, volumes or snapshots.
+    #[command(subcommand)]
+    Delete(DeleteKind),
+    /// Grow a volume.
+    #[command(subcommand)]
+    Resize(ResizeKind),
+    /// Explain where a volume of a storage class could be placed, pool by pool.
+    #[command(subcommand)]
+    Explain(ExplainKind),
+    /// Show the event history (from a server), or audit a stopped server's log offline.
+    Events(EventsArgs),
+    /// Print the backends, storage classes and volumes as they stood at a point of the log
+    /// (offline, on a stopped server's data dir).
+    Replay(ReplayArgs),
+    /// Print the server's and this client's versions.
+    Version(VersionArgs),
+    /// Print a shell completion script.
+    Completion(CompletionArgs),
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Where the event log and the secrets key live (created if missing).
-    #[arg(
-        long,
-        env = "STORCH_DATA_DIR",
-        value_name = "DIR",
-        default_value = "./storch-data"
-    )]
-    pub data_dir: PathBuf,
+    /// A YAML file with server settings and the backends and storage classes to have
+    /// (applied at start and on SIGHUP). Flags given on the command line win over it.
+    #[arg(long, env = "STORCH_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
 
-    /// The IP address the REST API listens on. A non-loopback address needs --tls-cert,
-    /// --tls-key and --auth-token-file (or --insecure-listen).
-    #[arg(
-        long,
-        env = "STORCH_ADDRESS",
-        value_name = "ADDR",
-        default_value = "127.0.0.1"
-    )]
-    pub address: String,
+    /// Where the event log and the secrets key live (created if missing) [default:
+    /// ./storch-data].
+    #[arg(long, env = "STORCH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 
-    /// The TCP port of the REST API; 0 picks a free one (the bound port is printed).
-    #[arg(long, env = "STORCH_PORT", value_name = "PORT", default_value_t = 8000)]
-    pub port: u16,
+    /// The IP address the REST API listens on [default: 127.0.0.1]. A non-loopback address
+    /// needs --tls-cert, --tls-key and --auth-token-file (or --insecure-listen).
+    #[arg(long, env = "STORCH_ADDRESS", value_name = "ADDR")]
+    pub address: Option<String>,
 
-    /// Log format on stderr; the level filter comes from RUST_LOG (default `info`).
-    #[arg(
-        long,
-        env = "STORCH_LOG_FORMAT",
-        value_enum,
-        value_name = "FORMAT",
-        default_value_t = LogFormat::Text
-    )]
-    pub log_format: LogFormat,
+    /// The TCP port of the REST API [default: 8000]; 0 picks a free one (the bound port is
+    /// printed).
+    #[arg(long, env = "STORCH_PORT", value_name = "PORT")]
+    pub port: Option<u16>,
+
+    /// Log format on stderr [default: text]; the level filter comes from RUST_LOG (default
+    /// `info`).
+    #[arg(long, env = "STORCH_LOG_FORMAT", value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
 
     /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
     #[arg(long, env = "STORCH_TLS_CERT", value_name = "FILE")]
@@ -86,8 +112,9 @@ mod tests {
     /// Parsing reads `STORCH_*` variables, so tests that parse or set them take turns.
     static ENV_LOCK: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 8] = [
+    const VARS: [&str; 9] = [
         "STORCH_DATA_DIR",
+        "STORCH_CONFIG",
         "STORCH_ADDRESS",
         "STORCH_PORT",
         "STORCH_LOG_FORMAT",
@@ -101,6 +128,7 @@ mod tests {
         let cli = Cli::try_parse_from(argv)?;
         match cli.command {
             Command::Serve(args) => Ok(args),
+            other => panic!("not serve: {other:?}"),
         }
     }
 
@@ -121,14 +149,15 @@ mod tests {
         let _env = ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         clear_env();
         let args = serve_args(&["storch", "serve"]).unwrap();
-        assert_eq!(args.data_dir, PathBuf::from("./storch-data"));
-        assert_eq!(args.address, "127.0.0.1");
-        assert_eq!(args.port, 8000);
-        assert_eq!(args.log_format, LogFormat::Text);
         assert!(!args.insecure_listen);
         assert_eq!(args.tls_cert, None);
         assert_eq!(args.tls_key, None);
         assert_eq!(args.auth_token_file, None);
+        assert_eq!(args.config, None);
+        let s = args.into_settings().unwrap();
+        assert_eq!(s.data_dir, PathBuf::from("./storch-data"));
+        assert_eq!(s.listen, "127.0.0.1:8000".parse().unwrap());
+        assert_eq!(s.log_format, LogFormat::Text);
     }
 
     #[test]
@@ -161,10 +190,10 @@ mod tests {
             args.auth_token_file,
             Some(PathBuf::from("/etc/storch/token"))
         );
-        assert_eq!(args.data_dir, PathBuf::from("/var/lib/storch"));
-        assert_eq!(args.address, "::1");
-        assert_eq!(args.port, 0);
-        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.data_dir, Some(PathBuf::from("/var/lib/storch")));
+        assert_eq!(args.address.as_deref(), Some("::1"));
+        assert_eq!(args.port, Some(0));
+        assert_eq!(args.log_format, Some(LogFormat::Json));
         assert!(args.insecure_listen);
     }
 
@@ -181,13 +210,13 @@ mod tests {
             std::env::set_var("STORCH_AUTH_TOKEN_FILE", "/run/token");
         }
         let args = serve_args(&["storch", "serve"]).unwrap();
-        assert_eq!(args.data_dir, PathBuf::from("/srv/storch"));
-        assert_eq!(args.port, 9000);
-        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.data_dir, Some(PathBuf::from("/srv/storch")));
+        assert_eq!(args.port, Some(9000));
+        assert_eq!(args.log_format, Some(LogFormat::Json));
         assert!(args.insecure_listen);
         assert_eq!(args.auth_token_file, Some(PathBuf::from("/run/token")));
         let args = serve_args(&["storch", "serve", "--port", "7000"]).unwrap();
-        assert_eq!(args.port, 7000);
+        assert_eq!(args.port, Some(7000));
         clear_env();
     }
 

@@ -16,7 +16,7 @@ pub struct TlsFiles {
 }
 
 /// What `storch serve` runs with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServeSettings {
     pub data_dir: PathBuf,
     /// Where the REST API listens (port 0: any free port).
@@ -29,6 +29,8 @@ pub struct ServeSettings {
     /// The address is not loopback, TLS or the token is missing, and the operator accepted
     /// that with `--insecure-listen` (logged loudly at start).
     pub insecure_listen: bool,
+    /// The declarative config file, read and validated.
+    pub config: Option<crate::config::FileConfig>,
 }
 
 /// Why the arguments were refused.
@@ -36,6 +38,10 @@ pub struct ServeSettings {
 pub enum SettingsError {
     #[error("--data-dir must not be empty")]
     EmptyDataDir,
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("invalid log format {0:?} in the config file")]
+    LogFormat(String),
     #[error("invalid --address {0:?}: expected an IP address such as 127.0.0.1 or ::1")]
     BadAddress(String),
     #[error("--tls-cert and --tls-key go together; {0} is missing")]
@@ -54,7 +60,30 @@ impl ServeArgs {
     /// in pairs, and on a non-loopback address TLS plus a token unless `--insecure-listen` is
     /// given. (The files themselves are read when the server starts.)
     pub fn into_settings(self) -> Result<ServeSettings, SettingsError> {
-        if self.data_dir.as_os_str().is_empty() {
+        let config = match &self.config {
+            Some(path) => Some(crate::config::FileConfig::from_file(path)?),
+            None => None,
+        };
+        let file = config
+            .as_ref()
+            .map(|c| c.server.clone())
+            .unwrap_or_default();
+        let data_dir = self
+            .data_dir
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("./storch-data"));
+        let address = self
+            .address
+            .or(file.address)
+            .unwrap_or_else(|| "127.0.0.1".to_string());
+        let port = self.port.or(file.port).unwrap_or(8000);
+        let log_format = match (self.log_format, file.log_format.as_deref()) {
+            (Some(f), _) => f,
+            (None, Some("json")) => LogFormat::Json,
+            (None, Some("text") | None) => LogFormat::Text,
+            (None, Some(other)) => return Err(SettingsError::LogFormat(other.to_string())),
+        };
+        if data_dir.as_os_str().is_empty() {
             return Err(SettingsError::EmptyDataDir);
         }
         let tls = match (self.tls_cert, self.tls_key) {
@@ -63,7 +92,7 @@ impl ServeArgs {
             (Some(_), None) => return Err(SettingsError::TlsPair("--tls-key")),
             (None, Some(_)) => return Err(SettingsError::TlsPair("--tls-cert")),
         };
-        let ip = parse_address(&self.address)?;
+        let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
         let mut missing = Vec::new();
         if tls.is_none() {
@@ -80,12 +109,13 @@ impl ServeArgs {
             });
         }
         Ok(ServeSettings {
-            data_dir: self.data_dir,
-            listen: SocketAddr::new(ip, self.port),
-            log_format: self.log_format,
+            data_dir,
+            listen: SocketAddr::new(ip, port),
+            log_format,
             tls,
             auth_token_file: self.auth_token_file,
             insecure_listen: exposed,
+            config,
         })
     }
 }
@@ -120,10 +150,11 @@ mod tests {
 
     fn args(address: &str, insecure: bool) -> ServeArgs {
         ServeArgs {
-            data_dir: PathBuf::from("./storch-data"),
-            address: address.to_string(),
-            port: 8000,
-            log_format: LogFormat::Text,
+            config: None,
+            data_dir: Some(PathBuf::from("./storch-data")),
+            address: Some(address.to_string()),
+            port: Some(8000),
+            log_format: Some(LogFormat::Text),
             tls_cert: None,
             tls_key: None,
             auth_token_file: None,
@@ -237,15 +268,15 @@ mod tests {
             );
         }
         let mut a = args("127.0.0.1", false);
-        a.data_dir = PathBuf::new();
+        a.data_dir = Some(PathBuf::new());
         assert_eq!(a.into_settings().unwrap_err(), SettingsError::EmptyDataDir);
     }
 
     #[test]
     fn settings_to_core_options() {
         let mut a = args("127.0.0.1", false);
-        a.data_dir = PathBuf::from("/tmp/x");
-        a.port = 0;
+        a.data_dir = Some(PathBuf::from("/tmp/x"));
+        a.port = Some(0);
         let s = a.into_settings().unwrap();
         assert_eq!(s.listen.port(), 0);
         let opts = s.core_options();

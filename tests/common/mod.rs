@@ -85,6 +85,11 @@ pub struct Server {
 impl Server {
     /// Starts the binary on `data_dir`; its log (stderr) goes to `data_dir/../storch-<n>.log`.
     pub fn start(data_dir: &Path, envs: &[(&str, &str)]) -> Server {
+        Server::start_with(data_dir, &[], envs)
+    }
+
+    /// Like [`Server::start`], with extra `serve` arguments (e.g. `--config FILE`).
+    pub fn start_with(data_dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Server {
         use std::io::BufRead;
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -96,6 +101,7 @@ impl Server {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_storch"));
         cmd.args(["serve", "--port", "0", "--data-dir"])
             .arg(data_dir)
+            .args(extra)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(log);
@@ -144,6 +150,17 @@ impl Server {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Sends a signal by name (`HUP`, `TERM`, …).
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.id().to_string();
+        let ok = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name} {pid} failed");
     }
 
     /// SIGKILL, no chance to clean up.

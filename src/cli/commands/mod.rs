@@ -1,3 +1,9 @@
 //! One module per command.
 
+pub mod audit;
+pub mod client;
+pub mod events;
+pub mod explain;
+pub mod objects;
 pub mod serve;
+pub mod version;

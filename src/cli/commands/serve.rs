@@ -111,12 +111,91 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
             std::process::exit(FORCED_EXIT_CODE);
         });
     };
+    let declarative = settings
+        .config
+        .clone()
+        .map(|config| tokio::spawn(apply_config_forever(core_runtime.core(), config)));
     let served = crate::api::serve_with(listener, core_runtime.core(), options, shutdown).await;
+    if let Some(task) = declarative {
+        task.abort();
+    }
 
     tracing::info!("REST server stopped; shutting down the core");
     core_runtime.shutdown().await;
     tracing::info!("storch stopped");
     served.map_err(ServeError::Server)
+}
+
+/// Applies the config file once the core is ready, then again on every SIGHUP (re-reading the
+/// file; a file that no longer parses is reported and changes nothing).
+async fn apply_config_forever(core: crate::actors::Core, mut config: crate::config::FileConfig) {
+    use crate::actors::Readiness;
+    loop {
+        match core.readiness() {
+            Readiness::Ready => break,
+            Readiness::Failed(_) => return,
+            Readiness::Replaying => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+    #[cfg(unix)]
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; config reloads are off");
+            None
+        }
+    };
+    loop {
+        apply_config(&core, &config).await;
+        #[cfg(unix)]
+        {
+            let Some(h) = hangup.as_mut() else { return };
+            if h.recv().await.is_none() {
+                return;
+            }
+        }
+        #[cfg(not(unix))]
+        return;
+        tracing::info!(file = %config.path.display(), "SIGHUP: reloading the config file");
+        match crate::config::FileConfig::from_file(&config.path) {
+            Ok(new) => {
+                if new.server != config.server {
+                    tracing::warn!(
+                        "server settings changed in the config file; they take effect at the next start"
+                    );
+                }
+                config = new;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "config reload refused; nothing changed");
+                continue;
+            }
+        }
+    }
+}
+
+async fn apply_config(core: &crate::actors::Core, config: &crate::config::FileConfig) {
+    match core.apply_declared(config.declared()).await {
+        Ok(report) => {
+            tracing::info!(
+                file = %config.path.display(),
+                backends_added = ?report.backends_added,
+                backends_updated = ?report.backends_updated,
+                backends_removed = ?report.backends_removed,
+                classes_added = ?report.classes_added,
+                classes_updated = ?report.classes_updated,
+                classes_removed = ?report.classes_removed,
+                unchanged = report.backends_unchanged.len() + report.classes_unchanged.len(),
+                "config file applied"
+            );
+            for e in &report.errors {
+                tracing::error!(file = %config.path.display(), error = %e, "config entry not applied; retried at the next reload");
+            }
+        }
+        Err(e) => {
+            tracing::error!(file = %config.path.display(), error = %e, "config file not applied")
+        }
+    }
 }
 
 /// TLS and the token, read from their files before anything else starts.

@@ -1,0 +1,464 @@
+//! `create`, `update`, `get`, `delete` and `resize` of backends, storage classes, volumes and
+//! snapshots, over the REST API; messages as tridentctl words them.
+
+use std::io::Read;
+use std::path::Path;
+
+use reqwest::{StatusCode, Url};
+use serde_json::{Value, json};
+
+use super::client::Ctx;
+use crate::cli::client_args::{
+    CreateKind, CreateVolumeArgs, DeleteKind, DeleteNames, FileArg, GetKind, ResizeKind, UpdateKind,
+};
+use crate::cli::error::{CliError, CliResult, RestError};
+use crate::cli::output::Kind;
+
+/// How one kind of object appears in the REST API and in messages.
+struct Resource {
+    kind: Kind,
+    /// Path segment: `/trident/v1/<path>`.
+    path: &'static str,
+    /// Key of the name list in `GET /<path>`.
+    list_key: &'static str,
+    /// Key of the object in `GET /<path>/<name>`, and of the name in the answer to a create
+    /// (except for volumes, whose create answers with the backend).
+    item_key: &'static str,
+    /// For messages: `backend`, `storage class`, `volume`.
+    word: &'static str,
+    plural: &'static str,
+}
+
+const BACKEND: Resource = Resource {
+    kind: Kind::Backend,
+    path: "backend",
+    list_key: "backends",
+    item_key: "backend",
+    word: "backend",
+    plural: "backends",
+};
+
+const STORAGE_CLASS: Resource = Resource {
+    kind: Kind::StorageClass,
+    path: "storageclass",
+    list_key: "storageClasses",
+    item_key: "storageClass",
+    word: "storage class",
+    plural: "storage classes",
+};
+
+const VOLUME: Resource = Resource {
+    kind: Kind::Volume,
+    path: "volume",
+    list_key: "volumes",
+    item_key: "volume",
+    word: "volume",
+    plural: "volumes",
+};
+
+pub async fn create(ctx: &Ctx, kind: CreateKind) -> CliResult<()> {
+    match kind {
+        CreateKind::Backend(file) => {
+            let doc = read_document(&file)?;
+            let name = add(ctx, &BACKEND, &doc).await?;
+            show_one(ctx, &BACKEND, &name).await
+        }
+        CreateKind::StorageClass(file) => {
+            let doc = read_document(&file)?;
+            let name = add(ctx, &STORAGE_CLASS, &doc).await?;
+            show_one(ctx, &STORAGE_CLASS, &name).await
+        }
+        CreateKind::Volume(args) => {
+            let doc = volume_document(ctx, args).await?;
+            let name = add(ctx, &VOLUME, &doc).await?;
+            show_one(ctx, &VOLUME, &name).await
+        }
+        CreateKind::Snapshot { target } => {
+            let (volume, snapshot) = split_snapshot(&target)?;
+            let what = || format!("could not create snapshot {volume}/{snapshot}");
+            let url = ctx.rest.url(&["volume", volume, "snapshot"]);
+            let mut doc = ctx
+                .rest
+                .post(url.clone(), &json!({ "name": snapshot }))
+                .await
+                .map_err(|e| CliError::rest(what(), e))?;
+            let item = take(&mut doc, "snapshot", &url).map_err(|e| CliError::rest(what(), e))?;
+            ctx.print(Kind::Snapshot, &[item])
+        }
+    }
+}
+
+pub async fn update(ctx: &Ctx, kind: UpdateKind) -> CliResult<()> {
+    let UpdateKind::Backend { names, file } = kind;
+    let name = match names.as_slice() {
+        [] => return Err(CliError::Usage("backend name not specified".into())),
+        [name] => name,
+        _ => return Err(CliError::Usage("multiple backend names specified".into())),
+    };
+    let doc = read_document(&file)?;
+    let what = || format!("could not update backend {name}");
+    let url = ctx.rest.url(&["backend", name]);
+    let mut answer = ctx
+        .rest
+        .post(url.clone(), &doc)
+        .await
+        .map_err(|e| CliError::rest(what(), e))?;
+    // An update may rename the backend: show it under the name the server answers with.
+    let new_name =
+        take_name(&mut answer, "backend", &url).map_err(|e| CliError::rest(what(), e))?;
+    show_one(ctx, &BACKEND, &new_name).await
+}
+
+pub async fn get(ctx: &Ctx, kind: GetKind) -> CliResult<()> {
+    match kind {
+        GetKind::Backend { names } => get_objects(ctx, &BACKEND, names).await,
+        GetKind::StorageClass { names } => get_objects(ctx, &STORAGE_CLASS, names).await,
+        GetKind::Volume { names } => get_objects(ctx, &VOLUME, names).await,
+        GetKind::Snapshot { targets } => get_snapshots(ctx, targets).await,
+    }
+}
+
+pub async fn delete(ctx: &Ctx, kind: DeleteKind) -> CliResult<()> {
+    match kind {
+        DeleteKind::Backend(names) => delete_objects(ctx, &BACKEND, names).await,
+        DeleteKind::StorageClass(names) => delete_objects(ctx, &STORAGE_CLASS, names).await,
+        DeleteKind::Volume(names) => delete_objects(ctx, &VOLUME, names).await,
+        DeleteKind::Snapshot { targets } => {
+            if targets.is_empty() {
+                return Err(CliError::Usage("snapshot name not specified".into()));
+            }
+            let targets = targets
+                .iter()
+                .map(|t| split_snapshot(t))
+                .collect::<CliResult<Vec<_>>>()?;
+            for (volume, snapshot) in targets {
+                let url = ctx.rest.url(&["volume", volume, "snapshot", snapshot]);
+                ctx.rest.delete(url).await.map_err(|e| {
+                    CliError::rest(format!("could not delete snapshot {volume}/{snapshot}"), e)
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn resize(ctx: &Ctx, kind: ResizeKind) -> CliResult<()> {
+    let ResizeKind::Volume { name, size } = kind;
+    let what = || format!("could not resize volume {name}");
+    let url = ctx.rest.url(&["volume", &name, "resize"]);
+    let mut doc = ctx
+        .rest
+        .post(url.clone(), &json!({ "size": size }))
+        .await
+        .map_err(|e| CliError::rest(what(), e))?;
+    let volume = take(&mut doc, "volume", &url).map_err(|e| CliError::rest(what(), e))?;
+    ctx.print(Kind::Volume, &[volume])
+}
+
+/// POSTs a new object and returns its name.
+async fn add(ctx: &Ctx, res: &Resource, doc: &Value) -> CliResult<String> {
+    let what = || format!("could not create {}", res.word);
+    let url = ctx.rest.url(&[res.path]);
+    let mut answer = ctx
+        .rest
+        .post(url.clone(), doc)
+        .await
+        .map_err(|e| CliError::rest(what(), e))?;
+    if res.kind == Kind::Volume {
+        // The answer names the backend; the volume is the one asked for.
+        return Ok(doc["name"].as_str().unwrap_or_default().to_string());
+    }
+    take_name(&mut answer, res.item_key, &url).map_err(|e| CliError::rest(what(), e))
+}
+
+/// GETs and prints one object (after a create or an update).
+async fn show_one(ctx: &Ctx, res: &Resource, name: &str) -> CliResult<()> {
+    let item = get_one(ctx, res, name)
+        .await
+        .map_err(|e| CliError::rest(format!("could not get {} {name}", res.word), e))?;
+    ctx.print(res.kind, &[item])
+}
+
+async fn get_one(ctx: &Ctx, res: &Resource, name: &str) -> Result<Value, RestError> {
+    let url = ctx.rest.url(&[res.path, name]);
+    let mut doc = ctx.rest.get(url.clone()).await?;
+    take(&mut doc, res.item_key, &url)
+}
+
+/// The named objects, or every one when no name is given (objects deleted between the list
+/// and their GET are left out).
+async fn get_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult<()> {
+    let listing = names.is_empty();
+    let names = if listing {
+        list_names(ctx, res).await?
+    } else {
+        names
+    };
+    let mut items = Vec::with_capacity(names.len());
+    for name in &names {
+        match get_one(ctx, res, name).await {
+            Ok(item) => items.push(item),
+            Err(e) if listing && e.status() == Some(StatusCode::NOT_FOUND) => {}
+            Err(e) => {
+                return Err(CliError::rest(
+                    format!("could not get {} {name}", res.word),
+                    e,
+                ));
+            }
+        }
+    }
+    ctx.print(res.kind, &items)
+}
+
+async fn list_names(ctx: &Ctx, res: &Resource) -> CliResult<Vec<String>> {
+    let what = || format!("could not get {}", res.plural);
+    let url = ctx.rest.url(&[res.path]);
+    let mut doc = ctx
+        .rest
+        .get(url.clone())
+        .await
+        .map_err(|e| CliError::rest(what(), e))?;
+    let list = take(&mut doc, res.list_key, &url).map_err(|e| CliError::rest(what(), e))?;
+    serde_json::from_value(list).map_err(|e| {
+        CliError::rest(
+            what(),
+            RestError::BadResponse {
+                url: url.to_string(),
+                detail: format!("{} is not a list of names ({e})", res.list_key),
+            },
+        )
+    })
+}
+
+/// Deletes one by one, stopping at the first failure (as tridentctl does).
+async fn delete_objects(ctx: &Ctx, res: &Resource, args: DeleteNames) -> CliResult<()> {
+    let names = match (args.all, args.names.is_empty()) {
+        (true, false) => {
+            return Err(CliError::Usage(format!(
+                "cannot use --all switch and specify individual {}",
+                res.plural
+            )));
+        }
+        (false, true) => {
+            return Err(CliError::Usage(format!("{} name not specified", res.word)));
+        }
+        (true, true) => list_names(ctx, res).await?,
+        (false, false) => args.names,
+    };
+    for name in &names {
+        let url = ctx.rest.url(&[res.path, name]);
+        ctx.rest
+            .delete(url)
+            .await
+            .map_err(|e| CliError::rest(format!("could not delete {} {name}", res.word), e))?;
+    }
+    Ok(())
+}
+
+/// `get snapshot`: all, a volume's, or single ones.
+async fn get_snapshots(ctx: &Ctx, targets: Vec<String>) -> CliResult<()> {
+    let mut items = Vec::new();
+    if targets.is_empty() {
+        items = list_snapshots(ctx, ctx.rest.url(&["snapshot"]), "could not get snapshots").await?;
+    }
+    for target in &targets {
+        match target.split_once('/') {
+            None => {
+                let url = ctx.rest.url(&["volume", target, "snapshot"]);
+                let what = format!("could not get snapshots of volume {target}");
+                items.extend(list_snapshots(ctx, url, &what).await?);
+            }
+            Some(_) => {
+                let (volume, snapshot) = split_snapshot(target)?;
+                let what = || format!("could not get snapshot {volume}/{snapshot}");
+                let url = ctx.rest.url(&["volume", volume, "snapshot", snapshot]);
+                let mut doc = ctx
+                    .rest
+                    .get(url.clone())
+                    .await
+                    .map_err(|e| CliError::rest(what(), e))?;
+                items
+                    .push(take(&mut doc, "snapshot", &url).map_err(|e| CliError::rest(what(), e))?);
+            }
+        }
+    }
+    ctx.print(Kind::Snapshot, &items)
+}
+
+async fn list_snapshots(ctx: &Ctx, url: Url, what: &str) -> CliResult<Vec<Value>> {
+    let mut doc = ctx
+        .rest
+        .get(url.clone())
+        .await
+        .map_err(|e| CliError::rest(what, e))?;
+    match take(&mut doc, "snapshots", &url).map_err(|e| CliError::rest(what, e))? {
+        Value::Array(items) => Ok(items),
+        _ => Err(CliError::rest(
+            what,
+            RestError::BadResponse {
+                url: url.to_string(),
+                detail: "snapshots is not a list".into(),
+            },
+        )),
+    }
+}
+
+/// The body of `create volume`: the file's document, the name argument, and the clone source
+/// (a clone of a volume takes its size unless the file gives one).
+async fn volume_document(ctx: &Ctx, args: CreateVolumeArgs) -> CliResult<Value> {
+    let CreateVolumeArgs {
+        name,
+        file,
+        clone_from,
+    } = args;
+    let mut doc = match &file {
+        Some(_) => read_document(&FileArg { file })?,
+        None if clone_from.is_some() => json!({}),
+        None => {
+            return Err(CliError::Usage(
+                "no input file was specified (use -f FILE, or --clone-from SOURCE)".into(),
+            ));
+        }
+    };
+    let obj = doc
+        .as_object_mut()
+        .expect("read_document returns JSON objects");
+    match (name, obj.get("name").and_then(Value::as_str)) {
+        (Some(arg), Some(in_file)) if !in_file.is_empty() && in_file != arg => {
+            return Err(CliError::Usage(format!(
+                "the volume name {arg} differs from the name {in_file} in the file"
+            )));
+        }
+        (Some(arg), _) => {
+            obj.insert("name".into(), Value::String(arg));
+        }
+        (None, Some(in_file)) if !in_file.is_empty() => {}
+        (None, _) => return Err(CliError::Usage("volume name not specified".into())),
+    }
+    if let Some(source) = clone_from {
+        let (volume, snapshot) = match source.split_once('/') {
+            Some(_) => {
+                let (v, s) = split_snapshot(&source)?;
+                (v.to_string(), s.to_string())
+            }
+            None => (source.clone(), String::new()),
+        };
+        if obj
+            .get("size")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            let size = get_one(ctx, &VOLUME, &volume)
+                .await
+                .map_err(|e| CliError::rest(format!("could not get volume {volume}"), e))?
+                .pointer("/Config/size")
+                .cloned()
+                .unwrap_or(Value::Null);
+            obj.insert("size".into(), size);
+        }
+        obj.insert("cloneSourceVolume".into(), Value::String(volume));
+        if !snapshot.is_empty() {
+            obj.insert("cloneSourceSnapshot".into(), Value::String(snapshot));
+        }
+    }
+    Ok(doc)
+}
+
+/// `VOLUME/SNAPSHOT`, both non-empty.
+fn split_snapshot(target: &str) -> CliResult<(&str, &str)> {
+    match target.split_once('/') {
+        Some((volume, snapshot))
+            if !volume.is_empty() && !snapshot.is_empty() && !snapshot.contains('/') =>
+        {
+            Ok((volume, snapshot))
+        }
+        _ => Err(CliError::Usage(format!(
+            "expected VOLUME/SNAPSHOT, got {target:?}"
+        ))),
+    }
+}
+
+/// The `-f` file (or stdin for `-`) as a JSON object: JSON as is, YAML converted, the way
+/// the server reads backend files.
+fn read_document(arg: &FileArg) -> CliResult<Value> {
+    let Some(path) = &arg.file else {
+        return Err(CliError::Usage("no input file was specified".into()));
+    };
+    let (bytes, shown) = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| CliError::Input(format!("could not read stdin: {e}")))?;
+        (bytes, "stdin".to_string())
+    } else {
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::Input(format!("could not read {}: {e}", path.display())))?;
+        (bytes, path.display().to_string())
+    };
+    crate::api::input::parse_backend_doc(&bytes)
+        .map_err(|e| CliError::Input(format!("could not parse {shown}: {e}")))
+}
+
+/// Removes and returns `key` of an answer.
+fn take(doc: &mut Value, key: &str, url: &Url) -> Result<Value, RestError> {
+    match doc.get_mut(key).map(Value::take) {
+        Some(v) if !v.is_null() => Ok(v),
+        _ => Err(RestError::BadResponse {
+            url: url.to_string(),
+            detail: format!("there is no {key:?} in the answer"),
+        }),
+    }
+}
+
+/// A non-empty name at `key` of an answer.
+fn take_name(doc: &mut Value, key: &str, url: &Url) -> Result<String, RestError> {
+    match take(doc, key, url)? {
+        Value::String(name) if !name.is_empty() => Ok(name),
+        _ => Err(RestError::BadResponse {
+            url: url.to_string(),
+            detail: format!("{key:?} is not a name"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_targets() {
+        assert_eq!(split_snapshot("v/s").unwrap(), ("v", "s"));
+        for bad in ["v", "v/", "/s", "v/s/t", ""] {
+            let e = split_snapshot(bad).unwrap_err();
+            assert!(e.to_string().contains("VOLUME/SNAPSHOT"), "{e}");
+        }
+    }
+
+    #[test]
+    fn documents_from_json_and_yaml_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let json_path = dir.path().join("sc.json");
+        std::fs::write(
+            &json_path,
+            r#"{"name":"gold","attributes":{"media":"ssd"}}"#,
+        )
+        .unwrap();
+        let yaml_path = dir.path().join("sc.yaml");
+        std::fs::write(&yaml_path, "name: gold\nattributes:\n  media: ssd\n").unwrap();
+        for path in [json_path, yaml_path] {
+            let doc = read_document(&FileArg { file: Some(path) }).unwrap();
+            assert_eq!(doc, json!({"name": "gold", "attributes": {"media": "ssd"}}));
+        }
+        let list = dir.path().join("list.yaml");
+        std::fs::write(&list, "- a\n- b\n").unwrap();
+        let e = read_document(&FileArg { file: Some(list) }).unwrap_err();
+        assert!(e.to_string().contains("could not parse"), "{e}");
+        let e = read_document(&FileArg {
+            file: Some(dir.path().join("missing")),
+        })
+        .unwrap_err();
+        assert!(e.to_string().starts_with("could not read"), "{e}");
+        let e = read_document(&FileArg { file: None }).unwrap_err();
+        assert_eq!(e.to_string(), "no input file was specified");
+    }
+}
