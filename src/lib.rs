@@ -8,6 +8,7 @@
 //! - `log`: the sled event log: envelopes, hash chain, group commit, checkpoints.
 //! - `actors`: backend, storage class and volume actors, the scheduler; `Core` is their handle.
 //! - `api`: the Trident-compatible REST API (axum).
+//! - `sim`: array simulators (ONTAP ZAPI) for driver tests and the `storch-sim` binary.
 
 pub mod actors;
 pub mod api;
@@ -20,4 +21,5 @@ pub mod log;
 pub mod model;
 pub mod projections;
 pub mod secrets;
+pub mod sim;
 pub mod yaml;

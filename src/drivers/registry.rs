@@ -4,18 +4,11 @@ use std::sync::Arc;
 
 use super::fake::FakeDriver;
 use super::local::LocalDriver;
+use super::ontap::OntapDriver;
 use super::{CommonConfig, DriverError, StorageDriver};
 
 /// Trident driver names that this build knows but cannot serve yet.
-pub const UNAVAILABLE_DRIVERS: &[&str] = &[
-    "ontap-nas",
-    "ontap-nas-economy",
-    "ontap-nas-flexgroup",
-    "ontap-san",
-    "solidfire-san",
-    "eseries-iscsi",
-    "nexentastor-iscsi",
-];
+pub const UNAVAILABLE_DRIVERS: &[&str] = &["solidfire-san", "eseries-iscsi", "nexentastor-iscsi"];
 
 /// A driver built from a backend config, with the backend name it reports.
 #[derive(Debug, Clone)]
@@ -34,6 +27,9 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
     let common = CommonConfig::parse(doc)?;
     let driver: Arc<dyn StorageDriver> = match common.storage_driver_name.as_str() {
         super::fake::DRIVER_NAME => Arc::new(FakeDriver::from_config(doc, &common)?),
+        "ontap-nas" | "ontap-nas-economy" | "ontap-nas-flexgroup" | "ontap-san" => {
+            Arc::new(OntapDriver::from_config(doc, &common)?)
+        }
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         name if UNAVAILABLE_DRIVERS.contains(&name) => {
             return Err(DriverError::Unsupported(format!(

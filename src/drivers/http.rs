@@ -1,0 +1,250 @@
+//! What every HTTP-speaking driver family shares: the TLS set-up of its reqwest client and
+//! retry with exponential backoff. Written once here; families only say which of their errors
+//! are worth retrying.
+//!
+//! TLS uses rustls with the ring provider only (never aws-lc-rs): [`install_crypto_provider`]
+//! installs it process-wide before any client is built.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Installs rustls' ring provider as the process default. Idempotent; an already installed
+/// provider (ours or someone else's) is kept.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// How a driver checks the array's certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Verify the server certificate (the default). `false` accepts anything.
+    pub verify: bool,
+    /// PEM certificates to trust *instead of* the system roots.
+    pub trusted_ca_pem: Option<String>,
+}
+
+/// Why a client could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientBuildError {
+    #[error("trustedCACertificate is not a PEM certificate: {0}")]
+    BadCertificate(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Build(String),
+}
+
+/// A reqwest client with the given TLS options and per-request timeout. Never contacts
+/// anything.
+pub fn build_client(
+    tls: &TlsOptions,
+    timeout: Duration,
+) -> Result<reqwest::Client, ClientBuildError> {
+    install_crypto_provider();
+    let mut builder = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .pool_idle_timeout(Duration::from_secs(30));
+    if !tls.verify {
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    } else if let Some(pem) = &tls.trusted_ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|e| ClientBuildError::BadCertificate(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(ClientBuildError::BadCertificate(
+                "no certificate found".into(),
+            ));
+        }
+        builder = builder.tls_certs_only(certs);
+    }
+    builder
+        .build()
+        .map_err(|e| ClientBuildError::Build(e.to_string()))
+}
+
+/// Retry with exponential backoff and jitter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Attempts in total (1 = no retry).
+    pub max_attempts: u32,
+    /// The delay before the second attempt; doubles each time.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries at all.
+    pub fn none() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The delay after failed attempt `attempt` (1-based): base × 2^(attempt−1), capped, with
+    /// ±25 % jitter so that many callers do not retry in lockstep.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(20);
+        let raw = self
+            .base_delay
+            .saturating_mul(1u32 << exp)
+            .min(self.max_delay);
+        let jitter = 0.75 + rand::random::<f64>() * 0.5;
+        raw.mul_f64(jitter).min(self.max_delay)
+    }
+}
+
+/// Runs `op` until it succeeds, fails with an error `retryable` rejects, or the attempts run
+/// out (the last error is returned). Each retry is logged at debug level with `what`.
+pub async fn retry<T, E, F, Fut>(
+    policy: &RetryPolicy,
+    what: &str,
+    retryable: impl Fn(&E) -> bool,
+    mut op: F,
+) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < policy.max_attempts && retryable(&e) => {
+                let delay = policy.delay(attempt);
+                tracing::debug!(call = what, attempt, error = %e, retry_in = ?delay, "retrying");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether a transport error is safe and useful to retry: the request never reached the
+/// server (connection refused or reset while connecting).
+pub fn is_retryable_transport(e: &reqwest::Error) -> bool {
+    e.is_connect()
+}
+
+/// Whether an HTTP status says "try again later" (the server did not do the work).
+pub fn is_retryable_status(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 502 | 503 | 504)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    fn fast(max_attempts: u32) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(4),
+        }
+    }
+
+    #[tokio::test]
+    async fn retries_only_what_is_retryable() {
+        let calls = AtomicU32::new(0);
+        let r: Result<u32, String> = retry(
+            &fast(5),
+            "t",
+            |e: &String| e == "busy",
+            || async {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                if n < 2 {
+                    Err("busy".to_string())
+                } else {
+                    Ok(n)
+                }
+            },
+        )
+        .await;
+        assert_eq!(r, Ok(2));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+        calls.store(0, Ordering::SeqCst);
+        let r: Result<u32, String> = retry(
+            &fast(5),
+            "t",
+            |e: &String| e == "busy",
+            || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err("fatal".to_string())
+            },
+        )
+        .await;
+        assert_eq!(r, Err("fatal".into()));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_max_attempts() {
+        let calls = AtomicU32::new(0);
+        let r: Result<(), String> = retry(
+            &fast(3),
+            "t",
+            |_: &String| true,
+            || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err("busy".to_string())
+            },
+        )
+        .await;
+        assert!(r.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn delays_grow_and_are_capped() {
+        let p = RetryPolicy {
+            max_attempts: 10,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(1000),
+        };
+        let d1 = p.delay(1);
+        assert!(d1 >= Duration::from_millis(75) && d1 <= Duration::from_millis(125));
+        let d3 = p.delay(3);
+        assert!(d3 >= Duration::from_millis(300) && d3 <= Duration::from_millis(500));
+        for a in 5..40 {
+            assert!(p.delay(a) <= Duration::from_millis(1000));
+        }
+    }
+
+    #[test]
+    fn client_options() {
+        let verify = TlsOptions {
+            verify: true,
+            trusted_ca_pem: None,
+        };
+        build_client(&verify, Duration::from_secs(5)).unwrap();
+        let insecure = TlsOptions {
+            verify: false,
+            trusted_ca_pem: None,
+        };
+        build_client(&insecure, Duration::from_secs(5)).unwrap();
+        let bad = TlsOptions {
+            verify: true,
+            trusted_ca_pem: Some("not a pem".into()),
+        };
+        assert!(matches!(
+            build_client(&bad, Duration::from_secs(5)),
+            Err(ClientBuildError::BadCertificate(_))
+        ));
+    }
+}

@@ -1,0 +1,41 @@
+//! ontap-nas-flexgroup: one FlexGroup per volume, spread over the SVM's aggregates (or the
+//! configured one), created mounted at `/<name>` through `volume-create-async` and its job.
+//! The backend has one pool, named after the SVM. Clones are not supported; get, destroy,
+//! resize and snapshots are the FlexVol ones in `nas.rs`.
+
+use super::client::ZapiError;
+use super::nas::{flexvol_create, get, rollback};
+use super::{Discovered, OntapDriver, VolumeOptions};
+use crate::drivers::{CreateRequest, DriverError, DriverResult, VolumeInfo};
+
+pub(super) async fn create(
+    drv: &OntapDriver,
+    d: &Discovered,
+    req: &CreateRequest,
+    o: &VolumeOptions,
+) -> DriverResult<VolumeInfo> {
+    if req.pool != d.svm {
+        return Err(DriverError::Invalid(format!(
+            "pool {} does not exist: the only pool of this backend is {}",
+            req.pool, d.svm
+        )));
+    }
+    let name = &req.internal_name;
+    let aggregates = d.aggregates.iter().map(|a| a.name.clone()).collect();
+    let mut spec = flexvol_create(name, aggregates, req.size_bytes, o);
+    spec.junction_path = Some(format!("/{name}"));
+    drv.client.volume_create(&d.svm, &spec, true).await?;
+    let finish = async {
+        if !o.snapshot_dir {
+            drv.client.volume_set_snapdir(&d.svm, name, false).await?;
+        }
+        Ok::<_, ZapiError>(())
+    };
+    if let Err(e) = finish.await {
+        rollback(drv, d, name, true).await;
+        return Err(e.into());
+    }
+    get(drv, d, name)
+        .await?
+        .ok_or_else(|| DriverError::Other(format!("FlexGroup {name} vanished after its create")))
+}

@@ -1,0 +1,150 @@
+//! `storch-sim`: command-line arguments and the run loop of the simulator binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use super::ontap::{AggregateSpec, FailRule, OntapSim, SimOptions, Tuning, UserScope};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "storch-sim",
+    about = "Storage array simulators for testing storch's drivers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A stateful ONTAP ZAPI server (ontap-nas, -economy, -flexgroup, -san).
+    Ontap(OntapArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OntapArgs {
+    /// Address to listen on (port 0 picks one; the chosen one is printed).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
+    #[arg(long)]
+    pub tls: bool,
+    /// Where to write the certificate (default: next to --state, else the temp dir).
+    #[arg(long, value_name = "FILE")]
+    pub cert_out: Option<PathBuf>,
+    /// The data SVM of a new array.
+    #[arg(long, default_value = "svm1")]
+    pub svm: String,
+    /// Aggregates of a new array: NAME:MEDIA:SIZE,… (media hdd, ssd, hybrid, vmdisk).
+    #[arg(long, default_value = super::ontap::DEFAULT_AGGREGATES)]
+    pub aggregates: String,
+    /// Delay added to every request.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Inject failures: CALL[@AGGR]:RATE[:ERRNO] (repeatable; errno default 13001).
+    #[arg(long, value_name = "CALL:RATE")]
+    pub fail: Vec<String>,
+    /// Persist the array in this file (fsynced after every change; loaded when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    #[arg(long, default_value = super::ontap::DEFAULT_USERNAME)]
+    pub username: String,
+    #[arg(long, default_value = super::ontap::DEFAULT_PASSWORD, env = "STORCH_SIM_PASSWORD")]
+    pub password: String,
+    /// Most records per iterator page.
+    #[arg(long, default_value_t = 100)]
+    pub page_size: usize,
+    /// job-get-iter polls an async job stays running.
+    #[arg(long, default_value_t = 1)]
+    pub async_polls: u32,
+    /// Simulate an SVM-scoped user (vsadmin) of this SVM instead of a cluster admin.
+    #[arg(long, value_name = "SVM")]
+    pub svm_user: Option<String>,
+    /// The ONTAPI version reported, MAJOR.MINOR.
+    #[arg(long, default_value = "1.180")]
+    pub ontapi: String,
+}
+
+impl OntapArgs {
+    pub fn options(&self) -> Result<SimOptions, String> {
+        let aggregates = AggregateSpec::parse_list(&self.aggregates)?;
+        if aggregates.is_empty() {
+            return Err("--aggregates: at least one aggregate is needed".into());
+        }
+        let fail = self
+            .fail
+            .iter()
+            .map(|f| FailRule::parse(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ontapi = self
+            .ontapi
+            .split_once('.')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .ok_or("--ontapi: expected MAJOR.MINOR such as 1.180")?;
+        Ok(SimOptions {
+            listen: self.listen,
+            tls: self.tls,
+            cert_out: self.cert_out.clone(),
+            svm: self.svm.clone(),
+            aggregates,
+            latency: Duration::from_millis(self.latency_ms),
+            fail,
+            state: self.state.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            ontapi,
+            scope: match &self.svm_user {
+                Some(s) => UserScope::Svm(s.clone()),
+                None => UserScope::Cluster,
+            },
+            tuning: Tuning {
+                page_cap: self.page_size.max(1),
+                async_polls: self.async_polls,
+            },
+        })
+    }
+}
+
+/// Runs the simulator until SIGINT or SIGTERM.
+pub async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Ontap(args) => {
+            let opts = args.options()?;
+            let sim = OntapSim::start(opts).await.map_err(|e| e.to_string())?;
+            if let Some(p) = sim.cert_path() {
+                eprintln!("storch-sim ontap certificate written to {}", p.display());
+            }
+            println!("storch-sim ontap listening on {}", sim.url());
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            wait_for_signal().await;
+            sim.stop().await;
+            Ok(())
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

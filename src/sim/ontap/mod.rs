@@ -1,0 +1,504 @@
+//! A stateful ONTAP ZAPI simulator (wire-protocols §1.8).
+//!
+//! - One endpoint, `POST /servlets/netapp.servlets.admin.XMLrequest_filer`; other paths 404, a
+//!   GET answers a failed result; Basic auth (configurable) or 401; API errors are HTTP 200
+//!   with a failed `results` element; the real prolog (single quotes, `netapp_gx.dtd`).
+//! - `vfiler` tunnels a call into an SVM (unknown SVM → 15698); cluster-only APIs answer 13005
+//!   inside an SVM (13003 for an SVM-scoped user); an SVM-scoped user's untunnelled calls run
+//!   in its SVM.
+//! - Iterators page with `max-records` (capped by `page_cap`), opaque escaped `next-tag`s,
+//!   `query` (exact, `prefix*`, `!`, `|`, `<`/`>`, ANDed) and `desired-attributes`.
+//! - Capacity: thick (`space-reserve volume`) volumes reserve their size on their
+//!   aggregate(s); thin ones reserve nothing. FlexGroups spread over their aggregates greedily.
+//!   A create or grow that does not fit fails with errno 28 (ENOSPC; the simulator's choice,
+//!   real ONTAP's errno for this is unverified).
+//! - Async calls (`volume-create-async`, `volume-destroy-async`, `volume-size-async`,
+//!   `quota-on`, `quota-resize`, `qtree-delete-async`) return a job that `job-get-iter` reports
+//!   `running` for `async_polls` polls, then `success`.
+//! - Fault injection ([`FailRule`]): an API (optionally only when it names an aggregate) fails
+//!   with a given errno at a given rate; errno 13114 on `volume-clone-create` fails *after*
+//!   making the clone ("Failed to load job"). Latency is added to every request.
+//! - With a state file every call that changed the array is written (temp file, fsync, rename,
+//!   fsync of the directory) before the answer is sent.
+
+pub mod api;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use base64::Engine;
+
+pub use self::api::Tuning;
+pub use self::state::{AggregateSpec, Array};
+use super::http::{Handler, HttpRequest, HttpResponse, SelfSigned, Server};
+use crate::drivers::ontap::client::errno;
+use crate::drivers::ontap::xml::{self, Node};
+
+/// The one servlet path.
+pub const SERVLET: &str = "/servlets/netapp.servlets.admin.XMLrequest_filer";
+
+/// Default credentials.
+pub const DEFAULT_USERNAME: &str = "admin";
+pub const DEFAULT_PASSWORD: &str = "netapp123";
+
+/// Default aggregates: `aggr1:ssd:10TiB,aggr2:hdd:50TiB`.
+pub const DEFAULT_AGGREGATES: &str = "aggr1:ssd:10TiB,aggr2:hdd:50TiB";
+
+/// An injected failure: `CALL[@AGGR]:RATE[:ERRNO]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailRule {
+    /// The API name, or `*` for every API.
+    pub api: String,
+    /// Only calls that name this aggregate (`containing-aggr-name`, `aggr-list`).
+    pub aggregate: Option<String>,
+    /// 0.0 to 1.0.
+    pub rate: f64,
+    /// Default 13001 (EAPIERROR, not retryable).
+    pub errno: u32,
+}
+
+impl FailRule {
+    pub fn parse(s: &str) -> Result<FailRule, String> {
+        let bad = |why: &str| format!("--fail {s:?}: {why} (expected CALL[@AGGR]:RATE[:ERRNO])");
+        let mut parts = s.trim().split(':');
+        let call = parts.next().unwrap_or_default();
+        let rate = parts.next().ok_or_else(|| bad("missing rate"))?;
+        let errno = parts.next();
+        if parts.next().is_some() {
+            return Err(bad("too many fields"));
+        }
+        let (api, aggregate) = match call.split_once('@') {
+            Some((a, g)) => (a, Some(g.to_string())),
+            None => (call, None),
+        };
+        if api.is_empty() {
+            return Err(bad("empty call name"));
+        }
+        let rate: f64 = rate.parse().map_err(|_| bad("rate is not a number"))?;
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(bad("rate is not between 0 and 1"));
+        }
+        let errno = match errno {
+            None => errno::EAPIERROR,
+            Some(e) => e.parse().map_err(|_| bad("errno is not a number"))?,
+        };
+        Ok(FailRule {
+            api: api.to_string(),
+            aggregate,
+            rate,
+            errno,
+        })
+    }
+
+    fn applies(&self, api: &Node) -> bool {
+        if self.api != "*" && self.api != api.name {
+            return false;
+        }
+        match &self.aggregate {
+            None => true,
+            Some(a) => {
+                api.text_at("containing-aggr-name") == Some(a.as_str())
+                    || api.list_at("aggr-list").iter().any(|x| x == a)
+            }
+        }
+    }
+}
+
+/// Whose rights the simulated user has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserScope {
+    /// A cluster admin: untunnelled calls run at cluster scope.
+    Cluster,
+    /// An SVM admin (vsadmin) of this SVM: cluster-only APIs are refused (13003).
+    Svm(String),
+}
+
+/// How to start a simulator.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub listen: SocketAddr,
+    pub tls: bool,
+    /// Where `--tls` writes its certificate (PEM); default next to the state file or in the
+    /// temp dir.
+    pub cert_out: Option<PathBuf>,
+    pub svm: String,
+    pub aggregates: Vec<AggregateSpec>,
+    pub latency: Duration,
+    pub fail: Vec<FailRule>,
+    pub state: Option<PathBuf>,
+    pub username: String,
+    pub password: String,
+    pub ontapi: (u32, u32),
+    pub scope: UserScope,
+    pub tuning: Tuning,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: false,
+            cert_out: None,
+            svm: "svm1".into(),
+            aggregates: AggregateSpec::parse_list(DEFAULT_AGGREGATES).unwrap_or_default(),
+            latency: Duration::ZERO,
+            fail: Vec::new(),
+            state: None,
+            username: DEFAULT_USERNAME.into(),
+            password: DEFAULT_PASSWORD.into(),
+            ontapi: (1, 180),
+            scope: UserScope::Cluster,
+            tuning: Tuning {
+                page_cap: 100,
+                async_polls: 1,
+            },
+        }
+    }
+}
+
+/// Why a simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("state file {path}: {msg}")]
+    State { path: String, msg: String },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS certificate: {0}")]
+    Tls(String),
+}
+
+struct Shared {
+    array: Mutex<Array>,
+    fail: Mutex<Vec<FailRule>>,
+    calls: Mutex<BTreeMap<String, u64>>,
+    auth: String,
+    latency: Duration,
+    scope: UserScope,
+    tuning: Tuning,
+    state: Option<PathBuf>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running simulator. Stops when dropped.
+pub struct OntapSim {
+    server: Server,
+    shared: Arc<Shared>,
+    cert: Option<SelfSigned>,
+    cert_path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for OntapSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OntapSim")
+            .field("url", &self.server.url())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OntapSim {
+    /// Loads or creates the array and starts serving.
+    pub async fn start(opts: SimOptions) -> Result<OntapSim, SimError> {
+        let array = match &opts.state {
+            Some(p) => load_or_create(p, &opts)?,
+            None => Array::new(&opts.svm, &opts.aggregates, opts.ontapi),
+        };
+        let shared = Arc::new(Shared {
+            array: Mutex::new(array),
+            fail: Mutex::new(opts.fail.clone()),
+            calls: Mutex::new(BTreeMap::new()),
+            auth: format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD
+                    .encode(format!("{}:{}", opts.username, opts.password))
+            ),
+            latency: opts.latency,
+            scope: opts.scope.clone(),
+            tuning: opts.tuning,
+            state: opts.state.clone(),
+        });
+        let (cert, cert_path) = if opts.tls {
+            let extra = if opts.listen.ip().is_unspecified() {
+                Vec::new()
+            } else {
+                vec![opts.listen.ip().to_string()]
+            };
+            let cert = SelfSigned::generate(&extra).map_err(SimError::Tls)?;
+            let path = opts
+                .cert_out
+                .clone()
+                .unwrap_or_else(|| super::http::default_cert_path(opts.state.as_deref(), "ontap"));
+            cert.write_pem(&path)
+                .map_err(|e| SimError::Tls(format!("cannot write {}: {e}", path.display())))?;
+            (Some(cert), Some(path))
+        } else {
+            (None, None)
+        };
+        let handler_shared = shared.clone();
+        let handler: Handler = Arc::new(move |req| {
+            let shared = handler_shared.clone();
+            Box::pin(async move { handle(&shared, req).await })
+        });
+        let server = Server::start(opts.listen, cert.as_ref(), handler)
+            .await
+            .map_err(|source| SimError::Listen {
+                addr: opts.listen,
+                source,
+            })?;
+        Ok(OntapSim {
+            server,
+            shared,
+            cert,
+            cert_path,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// `http(s)://ADDR`.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// What a backend's `managementLIF` should say: `127.0.0.1:PORT`.
+    pub fn management_lif(&self) -> String {
+        self.addr().to_string()
+    }
+
+    /// The certificate (PEM) of a `--tls` simulator, for `trustedCACertificate`.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.cert.as_ref().map(|c| c.cert_pem.as_str())
+    }
+
+    pub fn cert_path(&self) -> Option<&Path> {
+        self.cert_path.as_deref()
+    }
+
+    /// A copy of the array.
+    pub fn array(&self) -> Array {
+        lock(&self.shared.array).clone()
+    }
+
+    /// Changes the array directly (tests); persisted when there is a state file.
+    pub fn with_array<T>(&self, f: impl FnOnce(&mut Array) -> T) -> T {
+        let mut a = lock(&self.shared.array);
+        let out = f(&mut a);
+        if let Some(p) = &self.shared.state {
+            let _ = persist(p, &a);
+        }
+        out
+    }
+
+    pub fn set_fail_rules(&self, rules: Vec<FailRule>) {
+        *lock(&self.shared.fail) = rules;
+    }
+
+    /// How many requests named this API so far.
+    pub fn calls(&self, api: &str) -> u64 {
+        lock(&self.shared.calls).get(api).copied().unwrap_or(0)
+    }
+
+    pub async fn stop(self) {
+        self.server.stop().await;
+    }
+}
+
+fn load_or_create(path: &Path, opts: &SimOptions) -> Result<Array, SimError> {
+    let err = |msg: String| SimError::State {
+        path: path.display().to_string(),
+        msg,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let a: Array = serde_json::from_slice(&bytes)
+                .map_err(|e| err(format!("not an ONTAP simulator state file: {e}")))?;
+            if a.format != state::FORMAT {
+                return Err(err(format!("format {} is not supported", a.format)));
+            }
+            Ok(a)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let a = Array::new(&opts.svm, &opts.aggregates, opts.ontapi);
+            persist(path, &a).map_err(|e| err(e.to_string()))?;
+            Ok(a)
+        }
+        Err(e) => Err(err(e.to_string())),
+    }
+}
+
+fn persist(path: &Path, a: &Array) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(a).map_err(std::io::Error::other)?;
+    super::write_atomic(path, &bytes)
+}
+
+fn xml_response(a_version: &str, results: &Node) -> HttpResponse {
+    HttpResponse::new(
+        200,
+        "text/xml; charset=utf-8",
+        xml::response(a_version, results),
+    )
+}
+
+async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
+    if req.path != SERVLET {
+        return HttpResponse::new(404, "text/plain", "Not Found");
+    }
+    if req.authorization.as_deref() != Some(shared.auth.as_str()) {
+        let mut r = HttpResponse::new(
+            401,
+            "text/html",
+            "<html><body>401 Unauthorized</body></html>",
+        );
+        r.headers
+            .push(("WWW-Authenticate", "Basic realm=\"netapp\"".to_string()));
+        return r;
+    }
+    if !shared.latency.is_zero() {
+        tokio::time::sleep(shared.latency).await;
+    }
+    let version = {
+        let a = lock(&shared.array);
+        format!("{}.{}", a.ontapi_major, a.ontapi_minor)
+    };
+    if req.method != "POST" {
+        return xml_response(
+            &version,
+            &xml::failed(errno::EAPIERROR, "Not supported method type"),
+        );
+    }
+    let parsed = std::str::from_utf8(&req.body)
+        .map_err(|e| e.to_string())
+        .and_then(|s| xml::parse(s).map_err(|e| e.to_string()));
+    let root = match parsed {
+        Ok(r) if r.name == "netapp" && r.children.len() == 1 => r,
+        Ok(_) => {
+            return xml_response(
+                &version,
+                &xml::failed(
+                    errno::EINVALIDINPUTERROR,
+                    "Request must be one netapp element holding one API",
+                ),
+            );
+        }
+        Err(e) => {
+            return xml_response(
+                &version,
+                &xml::failed(
+                    errno::EINVALIDINPUTERROR,
+                    &format!("Unable to parse request: {e}"),
+                ),
+            );
+        }
+    };
+    let api = &root.children[0];
+    *lock(&shared.calls).entry(api.name.clone()).or_default() += 1;
+    let injected = lock(&shared.fail)
+        .iter()
+        .find(|r| r.applies(api) && rand::random::<f64>() < r.rate)
+        .map(|r| r.errno);
+    let results = run(shared, root.attr("vfiler"), api, injected);
+    xml_response(&version, &results)
+}
+
+/// Runs one call under the array lock and persists what it changed.
+fn run(shared: &Shared, vfiler: Option<&str>, api: &Node, injected: Option<u32>) -> Node {
+    let name = api.name.as_str();
+    let after = injected == Some(errno::EINTERNALERROR) && name == "volume-clone-create";
+    if let Some(e) = injected
+        && !after
+    {
+        return xml::failed(e, &format!("{name}: injected failure (storch-sim --fail)"));
+    }
+    let mut a = lock(&shared.array);
+    let svm = match (vfiler, &shared.scope) {
+        (Some(v), UserScope::Svm(own)) if v != own => {
+            return xml::failed(
+                errno::EAPIPRIVILEGE,
+                "Insufficient privileges: user is not authorized for this Vserver",
+            );
+        }
+        (Some(v), _) => Some(v.to_string()),
+        (None, UserScope::Svm(own)) => Some(own.clone()),
+        (None, UserScope::Cluster) => None,
+    };
+    if api::CLUSTER_ONLY.contains(&name) {
+        if matches!(shared.scope, UserScope::Svm(_)) {
+            return xml::failed(
+                errno::EAPIPRIVILEGE,
+                &format!("Insufficient privileges for {name}"),
+            );
+        }
+        if let Some(v) = &svm {
+            return xml::failed(
+                errno::EAPINOTFOUND,
+                &format!("Unable to find API: {name} on data vserver {v}"),
+            );
+        }
+    }
+    if let Some(v) = &svm
+        && !a.svms.contains_key(v)
+    {
+        return xml::failed(
+            errno::EVSERVERNOTFOUND,
+            &format!("Specified vserver not found: {v}"),
+        );
+    }
+    let mut ctx = api::Ctx {
+        a: &mut a,
+        svm,
+        tuning: shared.tuning,
+    };
+    match api::dispatch(&mut ctx, api) {
+        Ok(children) => {
+            if api::is_mutating(name)
+                && let Some(p) = &shared.state
+                && let Err(e) = persist(p, &a)
+            {
+                return xml::failed(
+                    errno::EINTERNALERROR,
+                    &format!("simulator could not persist its state: {e}"),
+                );
+            }
+            if after {
+                return xml::failed(
+                    errno::EINTERNALERROR,
+                    "Failed to load job: injected failure after the clone was made",
+                );
+            }
+            xml::passed(children)
+        }
+        Err(f) => xml::failed(f.errno, &f.reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fail_rules() {
+        let r = FailRule::parse("volume-create:0.5").unwrap();
+        assert_eq!(r.api, "volume-create");
+        assert_eq!(r.aggregate, None);
+        assert_eq!(r.errno, 13001);
+        let r = FailRule::parse("volume-create@aggr1:1:13114").unwrap();
+        assert_eq!(r.aggregate.as_deref(), Some("aggr1"));
+        assert_eq!(r.errno, 13114);
+        assert!(r.applies(&Node::new("volume-create").with_leaf("containing-aggr-name", "aggr1")));
+        assert!(!r.applies(&Node::new("volume-create").with_leaf("containing-aggr-name", "aggr2")));
+        for bad in ["x", "x:2", ":1", "x:0.5:e", "x:1:2:3"] {
+            assert!(FailRule::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
