@@ -2002,10 +2002,11 @@ async fn a_413_says_connection_close() {
             .body(big.clone())
             .send()
             .await;
-        assert!(
-            r.is_ok_and(|r| r.status().as_u16() == 413),
-            "oversized POST {i}"
-        );
+        // The server answers before reading the whole body and closes the connection, so the
+        // client may see either the 413 or a reset while it is still sending; both are fine.
+        if let Ok(r) = r {
+            assert_eq!(r.status().as_u16(), 413, "oversized POST {i}");
+        }
         if let Err(e) = api
             .client
             .get(format!("{}{V1}/backend", api.base))

@@ -34,16 +34,10 @@ pub enum TlsError {
     Config(#[source] rustls::Error),
 }
 
-/// Installs ring as the process's default rustls crypto provider (ignored if one is already
-/// installed). storch builds only ring, never aws-lc.
-pub fn install_default_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// A reqwest client builder, with the ring provider installed first: reqwest is built without
 /// a default provider, so a client built before one is installed panics.
 pub fn client_builder() -> reqwest::ClientBuilder {
-    install_default_provider();
+    crate::drivers::http::install_crypto_provider();
     reqwest::Client::builder()
 }
 

@@ -87,7 +87,7 @@ impl RestClient {
     pub fn new(settings: &ClientSettings) -> CliResult<RestClient> {
         // reqwest is built without a default rustls provider (the binary installs ring first
         // thing; this covers other callers).
-        crate::api::tls::install_default_provider();
+        crate::drivers::http::install_crypto_provider();
         let mut builder = crate::api::tls::client_builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("storch/", env!("CARGO_PKG_VERSION")));
