@@ -16,10 +16,6 @@ use crate::model::{
 /// The longest prefix of a bad value quoted back in an error message.
 const QUOTE_MAX_CHARS: usize = 64;
 
-/// Structural nesting allowed in a YAML backend document (JSON is bounded by serde_json's own
-/// recursion limit of 128).
-const YAML_MAX_DEPTH: usize = 64;
-
 /// Why a request's input was refused (all HTTP 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
@@ -108,7 +104,7 @@ pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
     }
     let doc = match serde_json::from_str::<Value>(text) {
         Ok(doc) => doc,
-        Err(json_err) => match parse_yaml(text) {
+        Err(json_err) => match crate::yaml::parse(text) {
             Ok(doc) => doc,
             Err(yaml_err) => {
                 // Report in the language the client apparently wrote.
@@ -134,37 +130,6 @@ pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
         crate::model::validate_name("backendName", name)?;
     }
     Ok(doc)
-}
-
-/// YAML → JSON value, with resource budgets (depth, aliases, node counts) and without the
-/// source snippet in the message (it could show a password).
-fn parse_yaml(text: &str) -> Result<Value, String> {
-    let options = serde_saphyr::options! {
-        with_snippet: false,
-        budget: serde_saphyr::budget! { max_depth: YAML_MAX_DEPTH },
-    };
-    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
-        let mut msg = tidy_yaml_message(e.to_string());
-        if let Some(loc) = e.location()
-            && !msg.contains("line")
-        {
-            msg = format!("{msg} at line {} column {}", loc.line(), loc.column());
-        }
-        msg
-    })
-}
-
-/// Drops the parser's advice to Rust programmers from its messages.
-fn tidy_yaml_message(msg: String) -> String {
-    for advice in [
-        ", set DuplicateKeyPolicy in Options if acceptable",
-        "; use from_str_multiple or from_str_multiple_with_options",
-    ] {
-        if let Some(at) = msg.find(advice) {
-            return format!("{}{}", &msg[..at], &msg[at + advice.len()..]);
-        }
-    }
-    msg
 }
 
 fn json_kind(v: &Value) -> &'static str {
