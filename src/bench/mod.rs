@@ -17,6 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+/// A histogram of microseconds from 1 µs to an hour, 3 significant figures. (A histogram
+/// without bounds starts tiny, and `saturating_record` would clamp to its start.)
+pub fn micros_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
+}
+
 /// Percentiles of a latency distribution, in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {

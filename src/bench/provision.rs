@@ -205,7 +205,7 @@ async fn client(
     opts: Arc<ProvisionOptions>,
 ) -> ClientResult {
     let mut r = ClientResult {
-        latency: hdrhistogram::Histogram::new(3).expect("valid"),
+        latency: super::micros_histogram(),
         failed: 0,
         placed: BTreeMap::new(),
     };
@@ -339,7 +339,7 @@ async fn run_in(
     let clients: Vec<_> = (0..opts.clients)
         .map(|id| tokio::spawn(client(core.clone(), next.clone(), id, opts.clone())))
         .collect();
-    let mut latency = hdrhistogram::Histogram::<u64>::new(3).expect("valid");
+    let mut latency = super::micros_histogram();
     let mut failed = 0;
     let mut placed: BTreeMap<(String, String), u64> = BTreeMap::new();
     for c in clients {

@@ -13,9 +13,7 @@ pub struct Hist(Mutex<Histogram<u64>>);
 
 impl Hist {
     fn new() -> Hist {
-        Hist(Mutex::new(
-            Histogram::new(3).expect("3 significant figures is valid"),
-        ))
+        Hist(Mutex::new(super::micros_histogram()))
     }
 
     /// A copy of the data so far.

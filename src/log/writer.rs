@@ -1,9 +1,11 @@
 //! The group-commit writer: one task owns sequence assignment and the chain head.
 //!
 //! It takes one request, drains whatever else is already queued (up to
-//! [`MAX_BATCH_EVENTS`]), writes the lot as one sled batch, flushes once (for
-//! [`Durability::Flush`]), hands the envelopes to the sink and acks every caller. A failed
-//! write or flush poisons the log for good.
+//! [`MAX_BATCH_EVENTS`]), writes the lot as one sled batch and flushes once (for
+//! [`Durability::Flush`]). A second task, the applier, then hands the envelopes to the sink and
+//! acks every caller, in commit order, while the writer already writes and flushes the next
+//! batch: applying a batch to the projection never delays the next fsync. A failed write or
+//! flush poisons the log for good.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -25,9 +27,41 @@ pub(crate) struct Request {
     pub reply: oneshot::Sender<Result<Vec<u64>, LogError>>,
 }
 
+/// A durable batch on its way to the sink and its callers.
+struct Durable {
+    first_seq: u64,
+    envelopes: Vec<Envelope>,
+    requests: Vec<Request>,
+    counts: Vec<usize>,
+}
+
+impl Durable {
+    fn apply(self, sink: &dyn CommitSink) {
+        sink.committed(&self.envelopes);
+        let mut next = self.first_seq;
+        for (req, n) in self.requests.into_iter().zip(self.counts) {
+            let seqs = (next..next + n as u64).collect();
+            next += n as u64;
+            // A caller that went away still had its events committed.
+            let _ = req.reply.send(Ok(seqs));
+        }
+    }
+}
+
+impl Durable {
+    fn apply_without_sink(self) {
+        for r in self.requests {
+            let _ = r.reply.send(Err(LogError::Closed));
+        }
+    }
+}
+
+/// Batches written ahead of the applier (backpressure beyond that).
+const APPLY_AHEAD: usize = 2;
+
 struct Writer {
     inner: Arc<Inner>,
-    sink: Arc<dyn CommitSink>,
+    applier: mpsc::Sender<Durable>,
     head_seq: u64,
     head_hash: [u8; 32],
     last_time_ms: u64,
@@ -44,9 +78,15 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Request>,
 ) {
     let head = inner.head().clone();
+    let (applier, mut durable) = mpsc::channel::<Durable>(APPLY_AHEAD);
+    let applying = tokio::spawn(async move {
+        while let Some(batch) = durable.recv().await {
+            batch.apply(&*sink);
+        }
+    });
     let mut w = Writer {
         inner,
-        sink,
+        applier,
         head_seq: head.seq,
         head_hash: head.hash,
         last_time_ms: head.time_ms,
@@ -82,7 +122,11 @@ pub(crate) async fn run(
         }
         w.commit(events).await;
     }
-    tracing::debug!(head = w.head_seq, "event log writer stopped");
+    let head = w.head_seq;
+    drop(w);
+    // Every durable batch reaches the sink and its callers before the writer is done.
+    let _ = applying.await;
+    tracing::debug!(head, "event log writer stopped");
 }
 
 fn now_ms() -> u64 {
@@ -163,15 +207,15 @@ impl Writer {
             head.hash = prev;
             head.time_ms = time_ms;
         }
-        self.sink.committed(&self.envelopes);
-        self.envelopes.clear();
-
-        let mut next = first_seq;
-        for (req, n) in self.requests.drain(..).zip(self.counts.iter()) {
-            let seqs = (next..next + *n as u64).collect();
-            next += *n as u64;
-            // A caller that went away still had its events committed.
-            let _ = req.reply.send(Ok(seqs));
+        let durable = Durable {
+            first_seq,
+            envelopes: std::mem::take(&mut self.envelopes),
+            requests: std::mem::take(&mut self.requests),
+            counts: std::mem::take(&mut self.counts),
+        };
+        if let Err(mpsc::error::SendError(lost)) = self.applier.send(durable).await {
+            // The applier only stops after the writer; should it be gone, answer here.
+            lost.apply_without_sink();
         }
     }
 
