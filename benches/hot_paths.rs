@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use storch::events::{Event, VolumeEvent};
-use storch::log::{CommitSink, Durability, Envelope, EventLog, NewEvent};
+use storch::log::{DiscardSink, Durability, EventLog, NewEvent};
 use storch::model::{CompiledClass, Offer, PoolInfo, PoolRef, StorageClassConfig, VolumeConfig};
 use storch::projections::State;
 
@@ -102,26 +102,12 @@ fn codec(c: &mut Criterion) {
     });
 }
 
-struct Discard;
-impl CommitSink for Discard {
-    fn committed(&self, _: &[Envelope]) {}
-}
-
-fn new_event(e: &Event) -> NewEvent {
-    NewEvent {
-        kind: e.kind().into(),
-        stream: e.stream(),
-        schema: storch::events::SCHEMA_VERSION,
-        payload: storch::events::encode(e),
-    }
-}
-
 fn append(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let log = EventLog::open(&dir.path().join("log"), Durability::Flush).unwrap();
-    let appender = rt.block_on(async { log.start_writer(Arc::new(Discard)) });
-    let batch: Vec<NewEvent> = (0..64).map(|i| new_event(&created(i))).collect();
+    let appender = rt.block_on(async { log.start_writer(Arc::new(DiscardSink)) });
+    let batch: Vec<NewEvent> = (0..64).map(|i| NewEvent::from(&created(i))).collect();
     c.bench_function("durable group-commit append of 64 events", |b| {
         b.iter_batched(
             || batch.clone(),
@@ -136,10 +122,10 @@ fn replay(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let log = EventLog::open(&dir.path().join("log"), Durability::Write).unwrap();
     rt.block_on(async {
-        let appender = log.start_writer(Arc::new(Discard));
+        let appender = log.start_writer(Arc::new(DiscardSink));
         for chunk in 0..10u64 {
             let batch = (0..1000)
-                .map(|i| new_event(&created(chunk * 1000 + i)))
+                .map(|i| NewEvent::from(&created(chunk * 1000 + i)))
                 .collect();
             appender.append("bench", batch).await.unwrap();
         }

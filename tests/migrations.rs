@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use storch::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
-use storch::log::{CommitSink, Durability, Envelope, EventLog, NewEvent};
+use storch::log::{DiscardSink, Durability, EventLog, NewEvent};
 use storch::model::{
     AccessInfo, Offer, PoolInfo, PoolRef, Protocol, StorageClassConfig, VolumeConfig,
 };
@@ -99,11 +99,6 @@ async fn the_core_boots_on_the_schema_1_log() {
     rt.shutdown().await;
 }
 
-struct NoSink;
-impl CommitSink for NoSink {
-    fn committed(&self, _batch: &[Envelope]) {}
-}
-
 /// Writes `migrations/fixtures/0001`. Run once with
 /// `cargo test --test migrations generate_fixture_0001 -- --ignored`; never regenerate a
 /// committed fixture (that would defeat its purpose).
@@ -113,7 +108,7 @@ async fn generate_fixture_0001() {
     let out = fixtures().join("0001");
     let data = tempfile::tempdir().unwrap();
     let log = EventLog::open(&data.path().join("log"), Durability::Flush).unwrap();
-    let appender = log.start_writer(Arc::new(NoSink));
+    let appender = log.start_writer(Arc::new(DiscardSink));
     let pool = |name: &str, media: &str| PoolInfo {
         name: name.into(),
         offers: [
@@ -335,15 +330,7 @@ async fn generate_fixture_0001() {
         ],
     ];
     for (i, batch) in history.into_iter().enumerate() {
-        let batch: Vec<NewEvent> = batch
-            .iter()
-            .map(|e| NewEvent {
-                kind: e.kind().into(),
-                stream: e.stream(),
-                schema: storch::events::SCHEMA_VERSION,
-                payload: storch::events::encode(e),
-            })
-            .collect();
+        let batch: Vec<NewEvent> = batch.iter().map(NewEvent::from).collect();
         appender
             .append(&format!("fixture-{i}"), batch)
             .await

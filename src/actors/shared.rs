@@ -115,15 +115,7 @@ impl Shared {
     /// Appends events as one atomic batch and waits until they are durable and applied.
     pub async fn append(&self, request_id: &str, events: Vec<Event>) -> Result<u64, CoreError> {
         let appender = read(&self.appender).clone().ok_or(CoreError::NotReady)?;
-        let batch = events
-            .iter()
-            .map(|e| NewEvent {
-                kind: e.kind().to_string(),
-                stream: e.stream(),
-                schema: crate::events::SCHEMA_VERSION,
-                payload: crate::events::encode(e),
-            })
-            .collect();
+        let batch = events.iter().map(NewEvent::from).collect();
         let started = std::time::Instant::now();
         let result = appender.append(request_id, batch).await;
         metrics::histogram!("storch_log_append_seconds").record(started.elapsed().as_secs_f64());

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::{dir_bytes, rss_bytes};
 use crate::actors::{CoreOptions, CoreRuntime, Readiness};
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
-use crate::log::{CommitSink, Durability, Envelope, EventLog, NewEvent};
+use crate::log::{DiscardSink, Durability, EventLog, NewEvent};
 use crate::model::{
     AccessInfo, Offer, PoolInfo, PoolRef, Protocol, StorageClassConfig, VolumeConfig,
 };
@@ -42,23 +42,9 @@ pub struct ReplayReport {
     pub projection_bytes_per_volume: Option<f64>,
 }
 
-struct Discard;
-impl CommitSink for Discard {
-    fn committed(&self, _: &[Envelope]) {}
-}
-
-fn new_event(e: &Event) -> NewEvent {
-    NewEvent {
-        kind: e.kind().into(),
-        stream: e.stream(),
-        schema: crate::events::SCHEMA_VERSION,
-        payload: crate::events::encode(e),
-    }
-}
-
 async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
     let log = EventLog::open(&dir.join("log"), Durability::Write).map_err(|e| e.to_string())?;
-    let appender = log.start_writer(Arc::new(Discard));
+    let appender = log.start_writer(Arc::new(DiscardSink));
     let config = serde_json::json!({
         "version": 1, "storageDriverName": "fake", "backendName": "replay",
         "instanceName": "replay", "protocol": "file",
@@ -94,7 +80,7 @@ async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
     ];
     let mut events = setup.len() as u64;
     appender
-        .append("bench", setup.iter().map(new_event).collect())
+        .append("bench", setup.iter().map(NewEvent::from).collect())
         .await
         .map_err(|e| e.to_string())?;
     let mut v = 0;
@@ -111,14 +97,14 @@ async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
                 ..Default::default()
             };
             let pool = PoolRef::new("replay", "p1");
-            batch.push(new_event(&Event::volume(
+            batch.push(NewEvent::from(&Event::volume(
                 &name,
                 VolumeEvent::Requested {
                     config: Box::new(cfg),
                     size_bytes: 1 << 30,
                 },
             )));
-            batch.push(new_event(&Event::volume(
+            batch.push(NewEvent::from(&Event::volume(
                 &name,
                 VolumeEvent::PlacementPlanned {
                     candidates: vec![pool.clone()],
@@ -130,7 +116,7 @@ async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
                 nfs_path: format!("/{internal}"),
                 ..Default::default()
             };
-            batch.push(new_event(&Event::volume(
+            batch.push(NewEvent::from(&Event::volume(
                 &name,
                 VolumeEvent::Created {
                     pool,

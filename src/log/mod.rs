@@ -47,6 +47,27 @@ pub struct NewEvent {
     pub payload: Vec<u8>,
 }
 
+impl From<&crate::events::Event> for NewEvent {
+    /// The one way an event becomes a log record: current schema, kind and stream outside
+    /// the payload.
+    fn from(e: &crate::events::Event) -> NewEvent {
+        NewEvent {
+            kind: e.kind().to_string(),
+            stream: e.stream(),
+            schema: crate::events::SCHEMA_VERSION,
+            payload: crate::events::encode(e),
+        }
+    }
+}
+
+/// A sink that ignores committed batches (tools that write a log nobody reads live).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DiscardSink;
+
+impl CommitSink for DiscardSink {
+    fn committed(&self, _batch: &[Envelope]) {}
+}
+
 /// A committed event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
