@@ -6,11 +6,14 @@ use storch::log::Durability;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_provision_mode_runs() {
-    for (mix, durability, latency, fail_rate) in [
-        (Mix::Create, Durability::Flush, "0ms", 0.0),
-        (Mix::Churn, Durability::Write, "1ms", 0.0),
-        (Mix::Clone, Durability::Memory, "lognormal:1ms", 0.0),
-        (Mix::Create, Durability::Flush, "0ms", 0.3),
+    for (mix, durability, latency, fail_rate, via_rest) in [
+        (Mix::Create, Durability::Flush, "0ms", 0.0, false),
+        (Mix::Churn, Durability::Write, "1ms", 0.0, false),
+        (Mix::Clone, Durability::Memory, "lognormal:1ms", 0.0, false),
+        (Mix::Create, Durability::Flush, "0ms", 0.3, false),
+        (Mix::Create, Durability::Flush, "0ms", 0.0, true),
+        (Mix::Churn, Durability::Flush, "0ms", 0.0, true),
+        (Mix::Clone, Durability::Write, "0ms", 0.0, true),
     ] {
         let opts = ProvisionOptions {
             volumes: 40,
@@ -23,10 +26,25 @@ async fn every_provision_mode_runs() {
             mix,
             durability,
             data_dir: None,
+            via_rest,
         };
         let r = run_provision(opts, |_, _| {}).await.unwrap();
         let expected_ops = if mix == Mix::Churn { 80 } else { 40 };
-        assert_eq!(r.operations + r.failed, expected_ops, "{mix:?}");
+        assert_eq!(
+            r.operations + r.failed,
+            expected_ops,
+            "{mix:?} via REST: {via_rest}"
+        );
+        if fail_rate == 0.0 {
+            assert_eq!(r.failed, 0, "{mix:?} via REST: {via_rest}");
+        }
+        if mix == Mix::Create {
+            let placed: u64 = r.distribution.pools.iter().map(|p| p.volumes).sum();
+            assert_eq!(
+                placed, r.operations,
+                "every volume is in the spread (via REST: {via_rest})"
+            );
+        }
         assert!(r.ops_per_sec > 0.0);
         assert!(r.latency.p50_us <= r.latency.p99_us);
         assert!(r.events_per_op >= 1.0, "{mix:?}: {}", r.events_per_op);

@@ -61,6 +61,9 @@ pub struct ProvisionOptions {
     pub durability: Durability,
     /// Where the log goes; a temporary directory (removed afterwards) when `None`.
     pub data_dir: Option<PathBuf>,
+    /// Send every operation through the REST API on 127.0.0.1 (HTTP, JSON) instead of calling
+    /// the core in-process.
+    pub via_rest: bool,
 }
 
 fn durability_name<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
@@ -84,6 +87,7 @@ impl Default for ProvisionOptions {
             mix: Mix::Create,
             durability: Durability::Flush,
             data_dir: None,
+            via_rest: false,
         }
     }
 }
@@ -198,8 +202,58 @@ struct ClientResult {
     placed: BTreeMap<(String, String), u64>,
 }
 
+/// Where a client sends its operations: the core in-process, or the REST API over loopback.
+#[derive(Clone)]
+enum Target {
+    Core(Core),
+    Rest { http: reqwest::Client, base: String },
+}
+
+impl Target {
+    /// Creates a volume; the pool it landed on when the answer says so.
+    async fn create(
+        &self,
+        ctx: &RequestCtx,
+        cfg: VolumeConfig,
+    ) -> Result<Option<(String, String)>, ()> {
+        match self {
+            Target::Core(core) => match core.add_volume(ctx, cfg).await {
+                Ok(v) => Ok(Some((v.backend, v.pool))),
+                Err(_) => Err(()),
+            },
+            Target::Rest { http, base } => {
+                let r = http
+                    .post(format!("{base}/trident/v1/volume"))
+                    .json(&cfg)
+                    .send()
+                    .await;
+                match r {
+                    Ok(r) if r.status() == reqwest::StatusCode::CREATED => Ok(None),
+                    _ => Err(()),
+                }
+            }
+        }
+    }
+
+    async fn delete(&self, ctx: &RequestCtx, name: &str) -> Result<(), ()> {
+        match self {
+            Target::Core(core) => core.delete_volume(ctx, name).await.map_err(|_| ()),
+            Target::Rest { http, base } => {
+                match http
+                    .delete(format!("{base}/trident/v1/volume/{name}"))
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == reqwest::StatusCode::OK => Ok(()),
+                    _ => Err(()),
+                }
+            }
+        }
+    }
+}
+
 async fn client(
-    core: Core,
+    target: Target,
     next: Arc<AtomicU64>,
     id: usize,
     opts: Arc<ProvisionOptions>,
@@ -218,7 +272,7 @@ async fn client(
             storage_class: "bench".into(),
             ..Default::default()
         };
-        if core.add_volume(&ctx, cfg).await.is_err() {
+        if target.create(&ctx, cfg).await.is_err() {
             r.failed += 1;
             return r;
         }
@@ -230,8 +284,10 @@ async fn client(
         }
         let name = format!("bench-{i}");
         let cfg = match opts.mix {
+            // Trident's REST validation wants a size even for a clone (it is inherited).
             Mix::Clone => VolumeConfig {
                 name: name.clone(),
+                size: "1Gi".into(),
                 clone_source_volume: source.clone(),
                 ..Default::default()
             },
@@ -243,21 +299,23 @@ async fn client(
             },
         };
         let t = Instant::now();
-        match core.add_volume(&ctx, cfg).await {
-            Ok(v) => {
+        match target.create(&ctx, cfg).await {
+            Ok(placed) => {
                 r.latency.saturating_record(t.elapsed().as_micros() as u64);
-                *r.placed.entry((v.backend, v.pool)).or_default() += 1;
+                if let Some(pool) = placed {
+                    *r.placed.entry(pool).or_default() += 1;
+                }
             }
-            Err(_) => {
+            Err(()) => {
                 r.failed += 1;
                 continue;
             }
         }
         if opts.mix == Mix::Churn {
             let t = Instant::now();
-            match core.delete_volume(&ctx, &name).await {
+            match target.delete(&ctx, &name).await {
                 Ok(()) => r.latency.saturating_record(t.elapsed().as_micros() as u64),
-                Err(_) => r.failed += 1,
+                Err(()) => r.failed += 1,
             }
         }
     }
@@ -323,6 +381,26 @@ async fn run_in(
         r.reset();
     }
 
+    let (target, server) = if opts.via_rest {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let base = format!(
+            "http://{}",
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(crate::api::serve(listener, core.clone(), async move {
+            let _ = stopped.await;
+        }));
+        let http = crate::api::tls::client_builder()
+            .pool_max_idle_per_host(opts.clients)
+            .build()
+            .map_err(|e| e.to_string())?;
+        (Target::Rest { http, base }, Some((stop, serving)))
+    } else {
+        (Target::Core(core.clone()), None)
+    };
     let opts = Arc::new(opts);
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -337,7 +415,7 @@ async fn run_in(
         })
     };
     let clients: Vec<_> = (0..opts.clients)
-        .map(|id| tokio::spawn(client(core.clone(), next.clone(), id, opts.clone())))
+        .map(|id| tokio::spawn(client(target.clone(), next.clone(), id, opts.clone())))
         .collect();
     let mut latency = super::micros_histogram();
     let mut failed = 0;
@@ -352,6 +430,19 @@ async fn run_in(
     }
     let elapsed = started.elapsed();
     ticker.abort();
+    if let Some((stop, serving)) = server {
+        let _ = stop.send(());
+        let _ = serving.await;
+        // Over REST the answers do not say where volumes landed; the core does.
+        if opts.mix != Mix::Churn {
+            for p in core.stats().pools {
+                let volumes = p.used_bytes / (1 << 30);
+                if volumes > 0 {
+                    placed.insert((p.backend, p.pool), volumes);
+                }
+            }
+        }
+    }
 
     let operations = latency.len();
     let events = recorder

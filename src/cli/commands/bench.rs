@@ -50,6 +50,9 @@ pub struct ProvisionArgs {
     /// Where the log goes (default: a temporary directory, removed afterwards).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Go through the REST API on 127.0.0.1 instead of calling the core in-process.
+    #[arg(long)]
+    pub via_rest: bool,
     /// Print the JSON report instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -96,6 +99,7 @@ pub fn run(kind: BenchKind) -> CliResult<()> {
                 mix: a.mix,
                 durability: a.durability,
                 data_dir: a.data_dir,
+                via_rest: a.via_rest,
             };
             let progress = std::io::stderr().is_terminal();
             let report = runtime
