@@ -1,6 +1,8 @@
 //! Smoke tests of `storch bench`: every mode runs on a tiny size and reports sane numbers.
 //! Correctness only — no timing assertions.
 
+mod ontap_support;
+
 use storch::bench::{Mix, ProvisionOptions, ReplayOptions, run_provision, run_replay};
 use storch::log::Durability;
 
@@ -27,6 +29,7 @@ async fn every_provision_mode_runs() {
             durability,
             data_dir: None,
             via_rest,
+            target: None,
         };
         let r = run_provision(opts, |_, _| {}).await.unwrap();
         let expected_ops = if mix == Mix::Churn { 80 } else { 40 };
@@ -160,4 +163,34 @@ fn the_bench_command_prints_json_and_tables() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--fail-rate"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_against_the_ontap_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = ontap_support::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
+    let target: storch::bench::ArrayTarget =
+        format!("ontap={}", sim.management_lif()).parse().unwrap();
+    let opts = ProvisionOptions {
+        volumes: 20,
+        clients: 4,
+        backends: 2,
+        backend_limit: 4,
+        target: Some(target),
+        ..ProvisionOptions::default()
+    };
+    let r = run_provision(opts, |_, _| {}).await.unwrap();
+    assert_eq!((r.operations, r.failed), (20, 0));
+    let pools: std::collections::BTreeSet<&str> = r
+        .distribution
+        .pools
+        .iter()
+        .map(|p| p.pool.as_str())
+        .collect();
+    assert!(pools.iter().all(|p| p.starts_with("aggr")), "{pools:?}");
+    assert!(
+        "nas=1.2.3.4:5"
+            .parse::<storch::bench::ArrayTarget>()
+            .is_err()
+    );
 }

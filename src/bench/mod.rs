@@ -9,7 +9,7 @@ pub mod provision;
 pub mod recorder;
 pub mod replay;
 
-pub use provision::{Mix, ProvisionOptions, ProvisionReport, run_provision};
+pub use provision::{ArrayTarget, Mix, ProvisionOptions, ProvisionReport, run_provision};
 pub use replay::{ReplayOptions, ReplayReport, run_replay};
 
 use std::path::Path;

@@ -64,6 +64,46 @@ pub struct ProvisionOptions {
     /// Send every operation through the REST API on 127.0.0.1 (HTTP, JSON) instead of calling
     /// the core in-process.
     pub via_rest: bool,
+    /// Provision on a running array (or simulator) instead of fake backends.
+    pub target: Option<ArrayTarget>,
+}
+
+/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArrayTarget {
+    pub family: String,
+    pub address: String,
+    #[serde(skip)]
+    pub username: String,
+    #[serde(skip)]
+    pub password: String,
+}
+
+impl std::str::FromStr for ArrayTarget {
+    type Err = String;
+
+    /// `ontap=HOST:PORT`; credentials default to the simulator's (`admin`/`netapp123`) and
+    /// come from `STORCH_BENCH_USERNAME` / `STORCH_BENCH_PASSWORD` when set.
+    fn from_str(s: &str) -> Result<ArrayTarget, String> {
+        let (family, address) = s.split_once('=').ok_or_else(|| {
+            format!("--target {s:?} is not FAMILY=ADDR, e.g. ontap=127.0.0.1:8443")
+        })?;
+        if family != "ontap" {
+            return Err(format!(
+                "--target family {family:?} is not supported (only ontap)"
+            ));
+        }
+        if address.is_empty() {
+            return Err("--target ontap= needs an address".into());
+        }
+        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        Ok(ArrayTarget {
+            family: family.into(),
+            address: address.into(),
+            username: env("STORCH_BENCH_USERNAME", "admin"),
+            password: env("STORCH_BENCH_PASSWORD", "netapp123"),
+        })
+    }
 }
 
 fn durability_name<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
@@ -88,6 +128,7 @@ impl Default for ProvisionOptions {
             durability: Durability::Flush,
             data_dir: None,
             via_rest: false,
+            target: None,
         }
     }
 }
@@ -180,6 +221,15 @@ pub struct ProvisionReport {
 }
 
 fn backend_doc(i: usize, opts: &ProvisionOptions) -> serde_json::Value {
+    if let Some(t) = &opts.target {
+        // One ontap-nas backend per --backends on the same array, each with its own prefix.
+        return json!({
+            "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
+            "managementLIF": t.address, "username": t.username, "password": t.password,
+            "tlsVerify": false, "storagePrefix": format!("bench{i}_"),
+            "concurrencyLimit": opts.backend_limit,
+        });
+    }
     let pools: serde_json::Map<String, serde_json::Value> = (0..opts.pools)
         .map(|p| {
             (
@@ -204,12 +254,12 @@ struct ClientResult {
 
 /// Where a client sends its operations: the core in-process, or the REST API over loopback.
 #[derive(Clone)]
-enum Target {
+enum Frontend {
     Core(Core),
     Rest { http: reqwest::Client, base: String },
 }
 
-impl Target {
+impl Frontend {
     /// Creates a volume; the pool it landed on when the answer says so.
     async fn create(
         &self,
@@ -217,11 +267,11 @@ impl Target {
         cfg: VolumeConfig,
     ) -> Result<Option<(String, String)>, ()> {
         match self {
-            Target::Core(core) => match core.add_volume(ctx, cfg).await {
+            Frontend::Core(core) => match core.add_volume(ctx, cfg).await {
                 Ok(v) => Ok(Some((v.backend, v.pool))),
                 Err(_) => Err(()),
             },
-            Target::Rest { http, base } => {
+            Frontend::Rest { http, base } => {
                 let r = http
                     .post(format!("{base}/trident/v1/volume"))
                     .json(&cfg)
@@ -237,8 +287,8 @@ impl Target {
 
     async fn delete(&self, ctx: &RequestCtx, name: &str) -> Result<(), ()> {
         match self {
-            Target::Core(core) => core.delete_volume(ctx, name).await.map_err(|_| ()),
-            Target::Rest { http, base } => {
+            Frontend::Core(core) => core.delete_volume(ctx, name).await.map_err(|_| ()),
+            Frontend::Rest { http, base } => {
                 match http
                     .delete(format!("{base}/trident/v1/volume/{name}"))
                     .send()
@@ -253,7 +303,7 @@ impl Target {
 }
 
 async fn client(
-    target: Target,
+    target: Frontend,
     next: Arc<AtomicU64>,
     id: usize,
     opts: Arc<ProvisionOptions>,
@@ -397,9 +447,9 @@ async fn run_in(
             .pool_max_idle_per_host(opts.clients)
             .build()
             .map_err(|e| e.to_string())?;
-        (Target::Rest { http, base }, Some((stop, serving)))
+        (Frontend::Rest { http, base }, Some((stop, serving)))
     } else {
-        (Target::Core(core.clone()), None)
+        (Frontend::Core(core.clone()), None)
     };
     let opts = Arc::new(opts);
     let next = Arc::new(AtomicU64::new(0));
@@ -469,6 +519,12 @@ async fn run_in(
         },
         None => Split::default(),
     };
+    let pool_names: Vec<(String, String)> = core
+        .stats()
+        .pools
+        .into_iter()
+        .map(|p| (p.backend, p.pool))
+        .collect();
     rt.shutdown().await;
 
     let log_bytes = dir_bytes(&dir.join("log"));
@@ -510,18 +566,19 @@ async fn run_in(
     let bound = median.map(|m| (opts.backends * opts.backend_limit) as f64 / m.as_secs_f64());
 
     let total: u64 = placed.values().sum();
-    let k = (opts.backends * opts.pools) as u64;
+    let all_pools: Vec<(String, String)> = match &opts.target {
+        None => (0..opts.backends)
+            .flat_map(|b| (0..opts.pools).map(move |p| (format!("bench{b}"), format!("p{p}"))))
+            .collect(),
+        Some(_) => pool_names,
+    };
+    let k = all_pools.len().max(1) as u64;
     let expected = total as f64 / k as f64;
     let mut chi = 0.0;
-    for b in 0..opts.backends {
-        for p in 0..opts.pools {
-            let o = placed
-                .get(&(format!("bench{b}"), format!("p{p}")))
-                .copied()
-                .unwrap_or(0) as f64;
-            if expected > 0.0 {
-                chi += (o - expected).powi(2) / expected;
-            }
+    for pool in &all_pools {
+        let o = placed.get(pool).copied().unwrap_or(0) as f64;
+        if expected > 0.0 {
+            chi += (o - expected).powi(2) / expected;
         }
     }
     let distribution = Distribution {

@@ -53,6 +53,11 @@ pub struct ProvisionArgs {
     /// Go through the REST API on 127.0.0.1 instead of calling the core in-process.
     #[arg(long)]
     pub via_rest: bool,
+    /// Provision on a running array instead of fake backends: ontap=HOST:PORT (e.g.
+    /// `storch-sim ontap --tls`; credentials from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD,
+    /// default the simulator's).
+    #[arg(long, value_name = "FAMILY=ADDR")]
+    pub target: Option<crate::bench::ArrayTarget>,
     /// Print the JSON report instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -100,6 +105,7 @@ pub fn run(kind: BenchKind) -> CliResult<()> {
                 durability: a.durability,
                 data_dir: a.data_dir,
                 via_rest: a.via_rest,
+                target: a.target,
             };
             let progress = std::io::stderr().is_terminal();
             let report = runtime
