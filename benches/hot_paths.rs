@@ -145,5 +145,41 @@ fn replay(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, matching, codec, append, replay);
+fn zapi(c: &mut Criterion) {
+    use storch::drivers::ontap::xml::{self, Node};
+    let create = Node::new("volume-create")
+        .with_leaf("volume", "trident_pvc_0001")
+        .with_leaf("containing-aggr-name", "aggr1")
+        .with_leaf("size", "1073741824")
+        .with_leaf("space-reserve", "none")
+        .with_leaf("snapshot-policy", "none")
+        .with_leaf("junction-path", "/trident_pvc_0001");
+    c.bench_function("ZAPI build volume-create request", |b| {
+        b.iter(|| xml::request(black_box(&create), Some("svm1")))
+    });
+    let attrs: Vec<Node> = (0..50)
+        .map(|i| {
+            Node::new("volume-attributes").with(
+                Node::new("volume-id-attributes")
+                    .with_leaf("name", format!("trident_pvc_{i:04}"))
+                    .with_leaf("containing-aggregate-name", "aggr1"),
+            )
+        })
+        .collect();
+    let page = xml::response(
+        "NetApp Release 9.5",
+        &xml::passed(vec![
+            attrs
+                .into_iter()
+                .fold(Node::new("attributes-list"), Node::with),
+            Node::leaf("num-records", "50"),
+            Node::leaf("next-tag", "tag-2"),
+        ]),
+    );
+    c.bench_function("ZAPI parse a 50-volume volume-get-iter page", |b| {
+        b.iter(|| xml::parse_response(black_box(&page)).unwrap())
+    });
+}
+
+criterion_group!(benches, matching, codec, append, replay, zapi);
 criterion_main!(benches);
