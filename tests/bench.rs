@@ -30,6 +30,7 @@ async fn every_provision_mode_runs() {
             data_dir: None,
             via_rest,
             target: None,
+            etcd: None,
         };
         let r = run_provision(opts, |_, _| {}).await.unwrap();
         let expected_ops = if mix == Mix::Churn { 80 } else { 40 };
@@ -193,4 +194,108 @@ async fn provision_against_the_ontap_simulator() {
             .parse::<storch::bench::ArrayTarget>()
             .is_err()
     );
+}
+
+/// A real etcd (Debian's `etcd-server`, installed by `.ci/run`) on free loopback ports,
+/// stopped and its data removed when dropped.
+struct Etcd {
+    child: std::process::Child,
+    endpoint: String,
+    _data: tempfile::TempDir,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (client, peer) = (free(), free());
+        let data = tempfile::tempdir().unwrap();
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = std::process::Command::new("etcd")
+            .args(["--name", "bench", "--data-dir"])
+            .arg(data.path())
+            .args([
+                "--listen-client-urls",
+                &endpoint,
+                "--advertise-client-urls",
+                &endpoint,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("bench={peer_url}"),
+                "--initial-cluster-state",
+                "new",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("etcd runs (apt-get install etcd-server; .ci/run does)");
+        Etcd {
+            child,
+            endpoint,
+            _data: data,
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_etcd_baseline_runs_against_a_real_etcd() {
+    let etcd = Etcd::start();
+    let client = storch::api::tls::client();
+    let mut up = false;
+    for _ in 0..200 {
+        if client
+            .get(format!("{}/health", etcd.endpoint))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(up, "etcd did not come up at {}", etcd.endpoint);
+    let opts = ProvisionOptions {
+        volumes: 30,
+        clients: 4,
+        backends: 1,
+        pools: 2,
+        etcd: Some(etcd.endpoint.clone()),
+        ..ProvisionOptions::default()
+    };
+    let r = run_provision(opts, |_, _| {}).await.unwrap();
+    let e = r.baseline.etcd.expect("an etcd baseline");
+    assert!(e.records >= 90 && e.records_per_sec > 0.0, "{e:?}");
+    assert!(r.baseline.ratio_to_etcd.is_some_and(|x| x > 0.0));
+    // A wrong endpoint is an error naming it, not a silent zero.
+    let opts = ProvisionOptions {
+        volumes: 5,
+        clients: 1,
+        backends: 1,
+        pools: 1,
+        etcd: Some("127.0.0.1:1".into()),
+        ..ProvisionOptions::default()
+    };
+    let err = run_provision(opts, |_, _| {}).await.unwrap_err();
+    assert!(err.contains("127.0.0.1:1"), "{err}");
 }

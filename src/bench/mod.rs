@@ -5,6 +5,7 @@
 //! [`ReplayReport`], printed as a table or as stable JSON (field names are part of the
 //! interface: add fields, never rename them).
 
+pub mod etcd;
 pub mod provision;
 pub mod recorder;
 pub mod replay;

@@ -66,6 +66,8 @@ pub struct ProvisionOptions {
     pub via_rest: bool,
     /// Provision on a running array (or simulator) instead of fake backends.
     pub target: Option<ArrayTarget>,
+    /// Also write the same records to this etcd, one transaction per object change.
+    pub etcd: Option<String>,
 }
 
 /// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`).
@@ -129,6 +131,7 @@ impl Default for ProvisionOptions {
             data_dir: None,
             via_rest: false,
             target: None,
+            etcd: None,
         }
     }
 }
@@ -200,6 +203,10 @@ pub struct Baseline {
     pub littles_law_ops_per_sec: Option<f64>,
     /// operations/s ÷ that bound.
     pub share_of_bound: Option<f64>,
+    /// With `--etcd`: the same records written to etcd one transaction each.
+    pub etcd: Option<super::etcd::EtcdBaseline>,
+    /// storch events/s ÷ etcd records/s.
+    pub ratio_to_etcd: Option<f64>,
 }
 
 /// The result of a run. JSON field names are stable.
@@ -387,6 +394,9 @@ pub async fn run_provision(
     progress: impl Fn(u64, u64) + Send + 'static,
 ) -> Result<ProvisionReport, String> {
     opts.validate()?;
+    // The metrics recorder is process-wide: one benchmark at a time, or their numbers mix.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _running = ONE_AT_A_TIME.lock().await;
     let (dir, temporary) = match &opts.data_dir {
         Some(d) => (d.clone(), false),
         None => (
@@ -556,6 +566,21 @@ async fn run_in(
         .map_err(|e| format!("raw sled baseline: {e}"))?;
     let _ = std::fs::remove_dir_all(&raw_dir);
     let storch_events_per_sec = events as f64 / elapsed.as_secs_f64().max(1e-9);
+    let etcd = match &opts.etcd {
+        Some(endpoint) => Some(
+            super::etcd::txn_per_record(
+                endpoint,
+                events.clamp(100, 20_000),
+                record_bytes,
+                opts.clients,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let ratio_to_etcd = etcd
+        .as_ref()
+        .map(|e| storch_events_per_sec / e.records_per_sec.max(1e-9));
     let ops_per_sec = operations as f64 / elapsed.as_secs_f64().max(1e-9);
     let median = match Latency::parse(&opts.latency) {
         Ok(Latency::Fixed(d)) => Some(d),
@@ -614,6 +639,8 @@ async fn run_in(
             ratio_to_raw: storch_events_per_sec / raw.records_per_sec().max(1e-9),
             littles_law_ops_per_sec: bound,
             share_of_bound: bound.map(|b| ops_per_sec / b),
+            etcd,
+            ratio_to_etcd,
         },
         options: Arc::try_unwrap(opts).unwrap_or_else(|a| (*a).clone()),
     })

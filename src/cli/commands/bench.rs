@@ -58,6 +58,10 @@ pub struct ProvisionArgs {
     /// default the simulator's).
     #[arg(long, value_name = "FAMILY=ADDR")]
     pub target: Option<crate::bench::ArrayTarget>,
+    /// Also write the same records to this etcd (http://HOST:PORT, its JSON gateway), one
+    /// transaction per object change, and print storch's ratio to it.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub etcd: Option<String>,
     /// Print the JSON report instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -106,6 +110,7 @@ pub fn run(kind: BenchKind) -> CliResult<()> {
                 data_dir: a.data_dir,
                 via_rest: a.via_rest,
                 target: a.target,
+                etcd: a.etcd,
             };
             let progress = std::io::stderr().is_terminal();
             let report = runtime
@@ -223,6 +228,12 @@ fn provision_table(r: &ProvisionReport) -> String {
     ];
     for (k, v) in rows {
         out.push_str(&format!("{k:<24}{v}\n"));
+    }
+    if let (Some(e), Some(ratio)) = (&b.etcd, b.ratio_to_etcd) {
+        out.push_str(&format!(
+            "{:<24}{:.0} records/s (one txn each) = storch at {:.1}× etcd\n",
+            "etcd baseline", e.records_per_sec, ratio
+        ));
     }
     if let (Some(bound), Some(share)) = (b.littles_law_ops_per_sec, b.share_of_bound) {
         out.push_str(&format!(
