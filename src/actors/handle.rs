@@ -311,6 +311,19 @@ impl Core {
         read(&self.shared.readiness).clone()
     }
 
+    /// Waits until replay is done: `Ok` when ready, `Err(why)` when start-up failed for good.
+    pub async fn wait_ready(&self) -> Result<(), String> {
+        loop {
+            match self.readiness() {
+                Readiness::Ready => return Ok(()),
+                Readiness::Failed(why) => return Err(why),
+                Readiness::Replaying => {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await
+                }
+            }
+        }
+    }
+
     pub(super) async fn prepare_backend(
         &self,
         doc: serde_json::Value,

@@ -130,28 +130,6 @@ pub(crate) fn activate(shared: &Arc<Shared>, name: &str) -> Addr<VolumeActor> {
     addr
 }
 
-impl Handler<CreateVolume> for VolumeActor {
-    type Result = AtomicResponse<Self, Result<(), CoreError>>;
-
-    fn handle(&mut self, msg: CreateVolume, _ctx: &mut Self::Context) -> Self::Result {
-        self.touch();
-        let shared = self.shared.clone();
-        let name = self.name.clone();
-        AtomicResponse::new(Box::pin(
-            {
-                let span = tracing::info_span!("volume", volume = %name, request_id = %msg.ctx.request_id, op = "create");
-                async move { create(&shared, &name, &msg.ctx, msg.config, msg.size_bytes).await }
-                    .instrument(span)
-            }
-                .into_actor(self)
-                .map(|res, act, _| {
-                    act.touch();
-                    res
-                }),
-        ))
-    }
-}
-
 impl Handler<DeleteVolume> for VolumeActor {
     type Result = AtomicResponse<Self, Result<(), CoreError>>;
 
@@ -249,6 +227,14 @@ fn internal_name(shared: &Shared, backend: &str, volume: &str) -> Result<String,
         .backend(backend)
         .and_then(|slot| slot.status.driver().map(|d| d.internal_name(volume)))
         .ok_or_else(|| DriverError::Unavailable(format!("backend {backend} is not running")))
+}
+
+async fn create_volume(
+    shared: &Arc<Shared>,
+    name: &str,
+    msg: CreateVolume,
+) -> Result<(), CoreError> {
+    create(shared, name, &msg.ctx, msg.config, msg.size_bytes).await
 }
 
 /// intent → plan → attempts → outcome; returns once the outcome is durable.
@@ -700,6 +686,7 @@ macro_rules! atomic_op {
     };
 }
 
+atomic_op!(CreateVolume, create_volume);
 atomic_op!(CreateSnapshot, create_snapshot);
 atomic_op!(DeleteSnapshot, delete_snapshot);
 atomic_op!(ResizeVolume, resize);

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::recorder::BenchRecorder;
 use super::{Percentiles, dir_bytes, fsync_p50, peak_rss_bytes};
-use crate::actors::{Core, CoreOptions, CoreRuntime, Readiness, RequestCtx};
+use crate::actors::{Core, CoreOptions, CoreRuntime, RequestCtx};
 use crate::drivers::fake::Latency;
 use crate::log::Durability;
 use crate::model::{StorageClassConfig, VolumeConfig};
@@ -378,16 +378,6 @@ async fn client(
     }
 }
 
-async fn wait_ready(core: &Core) -> Result<(), String> {
-    loop {
-        match core.readiness() {
-            Readiness::Ready => return Ok(()),
-            Readiness::Failed(e) => return Err(e),
-            Readiness::Replaying => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
-    }
-}
-
 /// Runs the benchmark. `progress(done, total)` is called about ten times a second.
 pub async fn run_provision(
     opts: ProvisionOptions,
@@ -426,7 +416,7 @@ async fn run_in(
     .await
     .map_err(|e| e.to_string())?;
     let core = rt.core();
-    wait_ready(&core).await?;
+    core.wait_ready().await?;
     let setup = RequestCtx::new("bench-setup");
     for i in 0..opts.backends {
         core.add_backend(&setup, backend_doc(i, &opts))

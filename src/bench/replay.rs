@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{dir_bytes, rss_bytes};
-use crate::actors::{CoreOptions, CoreRuntime, Readiness};
+use crate::actors::{CoreOptions, CoreRuntime};
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::log::{DiscardSink, Durability, EventLog, NewEvent};
 use crate::model::{
@@ -149,13 +149,8 @@ async fn time_to_ready(dir: &std::path::Path) -> Result<Duration, String> {
     .await
     .map_err(|e| e.to_string())?;
     let core = rt.core();
-    let ready = loop {
-        match core.readiness() {
-            Readiness::Ready => break started.elapsed(),
-            Readiness::Failed(e) => return Err(e),
-            Readiness::Replaying => tokio::time::sleep(Duration::from_millis(1)).await,
-        }
-    };
+    core.wait_ready().await?;
+    let ready = started.elapsed();
     rt.shutdown().await;
     Ok(ready)
 }

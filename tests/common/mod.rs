@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use storch::actors::{Core, CoreOptions, CoreRuntime, Readiness};
+use storch::actors::{Core, CoreOptions, CoreRuntime};
 
 /// A fake backend config with the given pools (each with the given offers and 100 GiB).
 pub fn fake_backend(name: &str, protocol: &str, pools: &[(&str, Value)]) -> Value {
@@ -53,14 +53,11 @@ pub async fn start(dir: &Path) -> CoreRuntime {
 }
 
 pub async fn wait_ready(core: &Core) {
-    for _ in 0..500 {
-        match core.readiness() {
-            Readiness::Ready => return,
-            Readiness::Failed(e) => panic!("core failed to start: {e}"),
-            Readiness::Replaying => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
+    match tokio::time::timeout(Duration::from_secs(5), core.wait_ready()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("core failed to start: {e}"),
+        Err(_) => panic!("core not ready after 5 s"),
     }
-    panic!("core not ready after 5 s");
 }
 
 /// Polls `f` until it returns true (up to ~10 s); for background work like reconciliation.

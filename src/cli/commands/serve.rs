@@ -129,13 +129,8 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
 /// Applies the config file once the core is ready, then again on every SIGHUP (re-reading the
 /// file; a file that no longer parses is reported and changes nothing).
 async fn apply_config_forever(core: crate::actors::Core, mut config: crate::config::FileConfig) {
-    use crate::actors::Readiness;
-    loop {
-        match core.readiness() {
-            Readiness::Ready => break,
-            Readiness::Failed(_) => return,
-            Readiness::Replaying => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-        }
+    if core.wait_ready().await.is_err() {
+        return;
     }
     #[cfg(unix)]
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
