@@ -12,51 +12,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-#[derive(Default)]
-struct Acked {
-    /// Volumes whose create was acknowledged (and not deleted since).
-    live: BTreeSet<String>,
-    /// Volumes whose delete was acknowledged.
-    deleted: BTreeSet<String>,
-}
-
-async fn load(client: reqwest::Client, url: String, acked: Arc<Mutex<Acked>>, tag: String) {
-    for i in 0.. {
-        let name = format!("{tag}-{i}");
-        let body = json!({"name": name, "size": "1Gi", "storageClass": "any"});
-        match client
-            .post(format!("{url}/trident/v1/volume"))
-            .json(&body)
-            .send()
-            .await
-        {
-            Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
-                acked.lock().unwrap().live.insert(name.clone());
-            }
-            Ok(_) => {}
-            Err(_) => return, // the server is gone
-        }
-        if i % 3 == 2 {
-            // A delete in flight when the server dies may or may not happen: the volume leaves
-            // `live` before the request is sent, and joins `deleted` only once acknowledged.
-            let victim = acked.lock().unwrap().live.pop_first();
-            if let Some(v) = victim {
-                match client
-                    .delete(format!("{url}/trident/v1/volume/{v}"))
-                    .send()
-                    .await
-                {
-                    Ok(r) if r.status() == reqwest::StatusCode::OK => {
-                        acked.lock().unwrap().deleted.insert(v);
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
-                }
-            }
-        }
-    }
-}
-
 async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     let r = client.get(url).send().await.unwrap();
     let status = r.status().as_u16();
@@ -115,6 +70,8 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
                     server.url.clone(),
                     acked.clone(),
                     format!("r{round}c{c}"),
+                    "1Gi",
+                    "any",
                 ))
             })
             .collect();

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::Server;
+use common::{Acked, Server, load};
 use ontap_support::*;
 use serde_json::{Value, json};
 use storch::sim::ontap::{FailRule, OntapSim, SimOptions};
@@ -288,47 +288,6 @@ async fn trident_backend_files_classes_and_fallthrough() {
     drop(server);
 }
 
-#[derive(Default)]
-struct Acked {
-    live: BTreeSet<String>,
-    deleted: BTreeSet<String>,
-}
-
-async fn load(client: reqwest::Client, url: String, acked: Arc<Mutex<Acked>>, tag: String) {
-    for i in 0.. {
-        let name = format!("{tag}-{i}");
-        let body = json!({"name": name, "size": "100Mi", "storageClass": "nas-all"});
-        match client
-            .post(format!("{url}/trident/v1/volume"))
-            .json(&body)
-            .send()
-            .await
-        {
-            Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
-                acked.lock().unwrap().live.insert(name.clone());
-            }
-            Ok(_) => {}
-            Err(_) => return,
-        }
-        if i % 3 == 2 {
-            let victim = acked.lock().unwrap().live.pop_first();
-            if let Some(v) = victim {
-                match client
-                    .delete(format!("{url}/trident/v1/volume/{v}"))
-                    .send()
-                    .await
-                {
-                    Ok(r) if r.status() == reqwest::StatusCode::OK => {
-                        acked.lock().unwrap().deleted.insert(v);
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
-                }
-            }
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
     let rounds: usize = std::env::var("STORCH_ONTAP_CRASH_ROUNDS")
@@ -362,6 +321,8 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
                     server.url.clone(),
                     acked.clone(),
                     format!("r{round}c{c}"),
+                    "100Mi",
+                    "nas-all",
                 ))
             })
             .collect();
