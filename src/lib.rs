@@ -8,6 +8,7 @@
 //! - `log`: the sled event log: envelopes, hash chain, group commit, checkpoints.
 //! - `actors`: backend, storage class and volume actors, the scheduler; `Core` is their handle.
 //! - `api`: the Trident-compatible REST API (axum).
+//! - `k8s`: the Kubernetes frontend (StorageClasses, PVCs, PVs; kube-rs).
 //! - `sim`: array simulators (ONTAP ZAPI) for driver tests and the `storch-sim` binary.
 
 pub mod actors;
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod drivers;
 pub mod events;
+pub mod k8s;
 pub mod log;
 pub mod model;
 pub mod projections;

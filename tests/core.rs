@@ -687,7 +687,10 @@ async fn declared_config_reconciles_without_touching_volumes() {
     let b = fake_backend("b", "file", &[("p", hdd())]);
     let gold = json!({"name": "gold", "attributes": {"media": "ssd"}});
     let r = core
-        .apply_declared(decl(vec![a.clone(), b.clone()], vec![gold.clone()]))
+        .apply_declared(
+            &RequestCtx::new("config:/etc/storch.yaml"),
+            decl(vec![a.clone(), b.clone()], vec![gold.clone()]),
+        )
         .await
         .unwrap();
     assert_eq!(r.backends_added, vec!["a", "b"]);
@@ -695,7 +698,10 @@ async fn declared_config_reconciles_without_touching_volumes() {
     let events_before = core.events(Default::default()).await.unwrap().len();
     // applying the same file again changes nothing and records nothing
     let r = core
-        .apply_declared(decl(vec![a.clone(), b.clone()], vec![gold.clone()]))
+        .apply_declared(
+            &RequestCtx::new("config:/etc/storch.yaml"),
+            decl(vec![a.clone(), b.clone()], vec![gold.clone()]),
+        )
         .await
         .unwrap();
     assert_eq!(r.backends_unchanged, vec!["a", "b"]);
@@ -720,7 +726,10 @@ async fn declared_config_reconciles_without_touching_volumes() {
     // drop backend a (it has a volume: offline), change gold, remove nothing else
     let gold2 = json!({"name": "gold", "attributes": {"media": "ssd", "snapshots": "true"}});
     let r = core
-        .apply_declared(decl(vec![b.clone()], vec![gold2]))
+        .apply_declared(
+            &RequestCtx::new("config:/etc/storch.yaml"),
+            decl(vec![b.clone()], vec![gold2]),
+        )
         .await
         .unwrap();
     assert_eq!(r.backends_removed, vec!["a"]);
@@ -735,7 +744,10 @@ async fn declared_config_reconciles_without_touching_volumes() {
     // an invalid file changes nothing and names the entry
     let bad = json!({"version": 1, "storageDriverName": "nope"});
     let err = core
-        .apply_declared(decl(vec![b.clone(), bad], vec![]))
+        .apply_declared(
+            &RequestCtx::new("config:/etc/storch.yaml"),
+            decl(vec![b.clone(), bad], vec![]),
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("backends[1]"), "{err}");

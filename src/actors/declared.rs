@@ -11,7 +11,8 @@ use crate::model::{CompiledClass, StorageClassConfig};
 /// What a config file declares.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Declared {
-    /// The file (recorded as the request id `config:<source>` of the events it causes).
+    /// Who declares: the config file's path, or `kubernetes` (recorded in the `Declared`
+    /// events, so that each source removes only what it declared).
     pub source: String,
     /// Backend config documents, as for `POST /trident/v1/backend`.
     pub backends: Vec<serde_json::Value>,
@@ -39,10 +40,13 @@ impl Core {
     /// Reconciles the core with a declaration. Every entry is validated first; an invalid
     /// declaration is refused as a whole (the error names the entry and the field) and changes
     /// nothing.
-    pub async fn apply_declared(&self, declared: Declared) -> Result<ApplyReport, CoreError> {
+    pub async fn apply_declared(
+        &self,
+        ctx: &RequestCtx,
+        declared: Declared,
+    ) -> Result<ApplyReport, CoreError> {
         self.shared.ensure_ready()?;
         let source = declared.source.clone();
-        let ctx = RequestCtx::new(format!("config:{source}"));
 
         // 1. Validate everything before changing anything.
         let mut backend_names = BTreeSet::new();
@@ -107,7 +111,7 @@ impl Core {
             };
             let n = prepared.name.clone();
             let existed = self.shared.projection.read(|s| s.backends.contains_key(&n));
-            match self.add_locked(&ctx, prepared).await {
+            match self.add_locked(ctx, prepared).await {
                 Ok(n) if existed => report.backends_updated.push(n),
                 Ok(n) => report.backends_added.push(n),
                 Err(e) => report.errors.push(format!("{}: {e}", entry(&n))),
@@ -134,7 +138,7 @@ impl Core {
                 ));
             } else if !declared_now.contains(name) && ours {
                 // Removed from the file: offline like a REST delete; never deletes volumes.
-                match self.delete_locked(&ctx, name).await {
+                match self.delete_locked(ctx, name).await {
                     Ok(()) => report.backends_removed.push(name.clone()),
                     Err(e) => report.errors.push(format!("backend {name}: {e}")),
                 }
@@ -158,7 +162,7 @@ impl Core {
                 .projection
                 .read(|s| s.classes.get(&name).cloned());
             match existing {
-                None => match self.add_class_locked(&ctx, config, compiled).await {
+                None => match self.add_class_locked(ctx, config, compiled).await {
                     Ok(n) => report.classes_added.push(n),
                     Err(e) => report.errors.push(format!("storage class {name}: {e}")),
                 },
@@ -181,7 +185,7 @@ impl Core {
         }
         for (name, by) in &managed_classes {
             if *by == source && !class_names.contains(name) {
-                match self.delete_class_locked(&ctx, name).await {
+                match self.delete_class_locked(ctx, name).await {
                     Ok(()) => report.classes_removed.push(name.clone()),
                     Err(e) => report.errors.push(format!("storage class {name}: {e}")),
                 }

@@ -816,6 +816,29 @@ impl Core {
         })
     }
 
+    /// The CHAP secrets of a volume's access information, unsealed (`iscsiInitiatorSecret`,
+    /// `iscsiTargetSecret`; empty when it has none). Only for frontends that must hand them
+    /// to a host, like the Kubernetes frontend's CHAP Secret; never for API output.
+    pub fn volume_access_secrets(
+        &self,
+        name: &str,
+    ) -> Result<BTreeMap<String, serde_json::Value>, CoreError> {
+        self.shared.ensure_ready()?;
+        let sealed = self
+            .shared
+            .projection
+            .read(|s| s.volumes.get(name).map(|v| v.access_secrets.clone()))
+            .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found")))?;
+        match sealed {
+            None => Ok(BTreeMap::new()),
+            Some(sealed) => self
+                .shared
+                .secrets
+                .unseal(&sealed)
+                .map_err(|e| CoreError::Internal(format!("volume {name}: {e}"))),
+        }
+    }
+
     pub fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
         self.shared.ensure_ready()?;
         let mut names: Vec<String> = self

@@ -102,6 +102,68 @@ pub struct ServeArgs {
     /// controls storch (a warning is logged at start).
     #[arg(long, env = "STORCH_INSECURE_LISTEN")]
     pub insecure_listen: bool,
+
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// The Kubernetes frontend: on with one of --kubeconfig, --k8s-api-server, --in-cluster.
+#[derive(Debug, Clone, Default, Args)]
+#[group(id = "kube_source", multiple = false)]
+pub struct KubeArgs {
+    /// Run the Kubernetes frontend on the cluster of this kubeconfig (its current context).
+    #[arg(
+        long,
+        env = "STORCH_KUBECONFIG",
+        value_name = "PATH",
+        group = "kube_source"
+    )]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Run the Kubernetes frontend on this API server, without credentials (e.g. `kubectl
+    /// proxy`'s http://127.0.0.1:8001).
+    #[arg(
+        long,
+        env = "STORCH_K8S_API_SERVER",
+        value_name = "URL",
+        group = "kube_source"
+    )]
+    pub k8s_api_server: Option<String>,
+
+    /// Run the Kubernetes frontend with the pod's service account.
+    #[arg(long, env = "STORCH_IN_CLUSTER", group = "kube_source")]
+    pub in_cluster: bool,
+
+    /// A StorageClass provisioner name storch answers (repeatable) [default:
+    /// netapp.io/trident, storch.io/storch].
+    #[arg(
+        long = "k8s-provisioner",
+        env = "STORCH_K8S_PROVISIONERS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub k8s_provisioners: Vec<String>,
+
+    /// storch's own namespace, for its Lease and CHAP Secrets [default: the pod's, else the
+    /// kubeconfig context's].
+    #[arg(long, env = "STORCH_K8S_NAMESPACE", value_name = "NS")]
+    pub k8s_namespace: Option<String>,
+
+    /// The node storch runs on: `local` volumes get a node affinity to it.
+    #[arg(long, env = "STORCH_NODE_NAME", value_name = "NODE")]
+    pub k8s_node_name: Option<String>,
+
+    /// This replica's Lease holder identity [default: the host name and a random suffix].
+    #[arg(long, env = "STORCH_POD_NAME", value_name = "ID")]
+    pub k8s_identity: Option<String>,
+
+    /// The Lease only whose holder provisions [default: storch-leader].
+    #[arg(long, env = "STORCH_K8S_LEASE_NAME", value_name = "NAME")]
+    pub k8s_lease_name: Option<String>,
+
+    /// How long a Lease holder that stops renewing keeps it [default: 15s].
+    #[arg(long, env = "STORCH_K8S_LEASE_DURATION", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub k8s_lease_duration: Option<std::time::Duration>,
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub struct ServeSettings {
     pub insecure_listen: bool,
     /// The declarative config file, read and validated.
     pub config: Option<crate::config::FileConfig>,
+    /// The Kubernetes frontend, when a cluster is given.
+    pub kube: Option<crate::k8s::KubeOptions>,
 }
 
 /// Why the arguments were refused.
@@ -44,6 +46,15 @@ pub enum SettingsError {
     LogFormat(String),
     #[error("invalid --address {0:?}: expected an IP address such as 127.0.0.1 or ::1")]
     BadAddress(String),
+    #[error(
+        "{0} configures the Kubernetes frontend, which needs --kubeconfig, --k8s-api-server or \
+         --in-cluster"
+    )]
+    KubeWithoutCluster(&'static str),
+    #[error("--k8s-provisioner must not be empty")]
+    EmptyProvisioner,
+    #[error("--k8s-lease-duration must be at least 1s")]
+    ShortLease,
     #[error("--tls-cert and --tls-key go together; {0} is missing")]
     TlsPair(&'static str),
     #[error(
@@ -92,6 +103,7 @@ impl ServeArgs {
             (Some(_), None) => return Err(SettingsError::TlsPair("--tls-key")),
             (None, Some(_)) => return Err(SettingsError::TlsPair("--tls-cert")),
         };
+        let kube = kube_options(self.kube)?;
         let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
         let mut missing = Vec::new();
@@ -116,8 +128,55 @@ impl ServeArgs {
             auth_token_file: self.auth_token_file,
             insecure_listen: exposed,
             config,
+            kube,
         })
     }
+}
+
+/// The frontend's options, or `None` without a cluster (then no k8s flag may be given).
+fn kube_options(
+    a: super::args::KubeArgs,
+) -> Result<Option<crate::k8s::KubeOptions>, SettingsError> {
+    use crate::k8s::{KubeOptions, KubeSource};
+    let source = match (a.kubeconfig, a.k8s_api_server, a.in_cluster) {
+        (Some(path), _, _) => KubeSource::Kubeconfig(path),
+        (None, Some(url), _) => KubeSource::ApiServer(url),
+        (None, None, true) => KubeSource::InCluster,
+        (None, None, false) => {
+            let given = [
+                (!a.k8s_provisioners.is_empty(), "--k8s-provisioner"),
+                (a.k8s_namespace.is_some(), "--k8s-namespace"),
+                (a.k8s_lease_name.is_some(), "--k8s-lease-name"),
+                (a.k8s_lease_duration.is_some(), "--k8s-lease-duration"),
+            ];
+            // --k8s-identity and --k8s-node-name are left out: in a pod they come from the
+            // environment (STORCH_POD_NAME, STORCH_NODE_NAME) and are harmless without a cluster.
+            return match given.iter().find(|(set, _)| *set) {
+                Some((_, flag)) => Err(SettingsError::KubeWithoutCluster(flag)),
+                None => Ok(None),
+            };
+        }
+    };
+    let mut opts = KubeOptions::new(source);
+    if !a.k8s_provisioners.is_empty() {
+        if a.k8s_provisioners.iter().any(|p| p.trim().is_empty()) {
+            return Err(SettingsError::EmptyProvisioner);
+        }
+        opts.provisioners = a.k8s_provisioners;
+    }
+    opts.namespace = a.k8s_namespace;
+    opts.node_name = a.k8s_node_name;
+    opts.identity = a.k8s_identity;
+    if let Some(name) = a.k8s_lease_name {
+        opts.lease_name = name;
+    }
+    if let Some(d) = a.k8s_lease_duration {
+        if d < std::time::Duration::from_secs(1) {
+            return Err(SettingsError::ShortLease);
+        }
+        opts.lease_duration = d;
+    }
+    Ok(Some(opts))
 }
 
 /// An IP address, optionally in brackets (`[::1]`), or `localhost` (= 127.0.0.1).
@@ -159,6 +218,7 @@ mod tests {
             tls_key: None,
             auth_token_file: None,
             insecure_listen: insecure,
+            kube: Default::default(),
         }
     }
 

@@ -24,6 +24,8 @@ pub enum ServeError {
     Signals(#[source] std::io::Error),
     #[error("could not start the core")]
     Core(#[source] CoreError),
+    #[error("could not start the Kubernetes frontend")]
+    Kube(#[source] crate::k8s::KubeError),
     #[error("could not listen on {addr}")]
     Bind {
         addr: SocketAddr,
@@ -111,6 +113,16 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
             std::process::exit(FORCED_EXIT_CODE);
         });
     };
+    let kube = match settings.kube.clone() {
+        None => None,
+        Some(opts) => match crate::k8s::Frontend::start(core_runtime.core(), opts).await {
+            Ok(frontend) => Some(frontend),
+            Err(e) => {
+                core_runtime.shutdown().await;
+                return Err(ServeError::Kube(e));
+            }
+        },
+    };
     let declarative = settings
         .config
         .clone()
@@ -118,6 +130,10 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     let served = crate::api::serve_with(listener, core_runtime.core(), options, shutdown).await;
     if let Some(task) = declarative {
         task.abort();
+    }
+    if let Some(frontend) = kube {
+        tracing::info!("stopping the Kubernetes frontend");
+        frontend.shutdown().await;
     }
 
     tracing::info!("REST server stopped; shutting down the core");
@@ -170,7 +186,8 @@ async fn apply_config_forever(core: crate::actors::Core, mut config: crate::conf
 }
 
 async fn apply_config(core: &crate::actors::Core, config: &crate::config::FileConfig) {
-    match core.apply_declared(config.declared()).await {
+    let ctx = crate::actors::RequestCtx::new(format!("config:{}", config.path.display()));
+    match core.apply_declared(&ctx, config.declared()).await {
         Ok(report) => {
             tracing::info!(
                 file = %config.path.display(),
