@@ -34,6 +34,9 @@
 //!   with `Unavailable` (retryable) before touching the array. 0.0 never fails, 1.0 always.
 //! - `failPools`: `{"<pool>": "<message>"}`: every create or clone on that pool fails with
 //!   `Other(<message>)`. The pools must be configured.
+//! - `failDestroy`: `"<message>"`: every destroy of a volume the array holds fails with
+//!   `Unavailable(<message>)` (retryable), as on an array that refuses deletes for a while;
+//!   update the backend without it (with a `statePath`, so the volumes survive) to recover.
 //! - `statePath`: a file where the fake array keeps its volumes, snapshots and the remaining
 //!   capacity of each pool, so the array outlives the process. It is read when the driver is
 //!   built (a missing file is an empty array) and rewritten after every mutation before the
@@ -275,6 +278,8 @@ pub struct FakeDriver {
     pool_index: HashMap<String, usize>,
     latency: Latency,
     failure_rate: f64,
+    /// `failDestroy` message.
+    fail_destroy: Option<String>,
     // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
     #[allow(dead_code)]
     username: Option<Secret>,
@@ -390,6 +395,12 @@ impl FakeDriver {
             Some(other) => return Err(wrong_type("failPools", "an object", Some(other))),
         }
 
+        let fail_destroy = match field(obj, "failDestroy") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(other) => return Err(wrong_type("failDestroy", "a string", Some(other))),
+        };
+
         let username = opt_str(obj, "username")?.map(|s| Secret(s.to_string()));
         let password = opt_str(obj, "password")?.map(|s| Secret(s.to_string()));
 
@@ -421,6 +432,7 @@ impl FakeDriver {
             pool_index,
             latency,
             failure_rate,
+            fail_destroy,
             username,
             password,
             persister,
@@ -897,6 +909,12 @@ impl StorageDriver for FakeDriver {
         let pending = {
             let mut guard = self.lock();
             let st = &mut *guard;
+            if !st.volumes.contains_key(internal_name) {
+                return Ok(());
+            }
+            if let Some(msg) = &self.fail_destroy {
+                return Err(DriverError::Unavailable(msg.clone()));
+            }
             let Some(v) = st.volumes.remove(internal_name) else {
                 return Ok(());
             };
@@ -1736,6 +1754,21 @@ mod tests {
             d.clone_volume(&clone_req("c", "src", None)).await,
             Err(DriverError::Other(m)) if m == "nope"
         ));
+    }
+
+    #[tokio::test]
+    async fn fail_destroy_refuses_deletes_of_held_volumes() {
+        let d = driver(json!({"failDestroy": "array busy"}));
+        d.create(&req("v", "p1", GIB)).await.unwrap();
+        match d.destroy("v").await {
+            Err(DriverError::Unavailable(msg)) => assert_eq!(msg, "array busy"),
+            other => panic!("{other:?}"),
+        }
+        assert!(d.get("v").await.unwrap().is_some(), "the volume stays");
+        // a volume the array does not hold is gone already
+        d.destroy("nothing").await.unwrap();
+        let msg = invalid(cfg(json!({"failDestroy": 1})));
+        assert!(msg.contains("failDestroy"), "{msg}");
     }
 
     // ---- statePath ----
