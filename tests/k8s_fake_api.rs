@@ -95,6 +95,8 @@ async fn verbs_have_apiserver_semantics() {
         api_code(pvcs.create(&pp, &pvc("data", json!({}))).await),
         (409, "AlreadyExists".to_string())
     );
+    let spec = created.spec.clone().unwrap();
+    assert_eq!(spec.volume_mode.as_deref(), Some("Filesystem"), "defaulted");
     let mut nameless = pvc("x", json!({}));
     nameless.metadata.name = None;
     assert_eq!(api_code(pvcs.create(&pp, &nameless).await).0, 422);
@@ -303,7 +305,8 @@ async fn verbs_have_apiserver_semantics() {
         "metadata": {"name": "gold"}, "provisioner": "storch.example.com",
     }))
     .unwrap();
-    classes.create(&pp, &class).await.unwrap();
+    let class = classes.create(&pp, &class).await.unwrap();
+    assert_eq!(class.reclaim_policy.as_deref(), Some("Delete"), "defaulted");
     assert_eq!(classes.list(&lp).await.unwrap().items.len(), 1);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "storch");
     let secret: Secret =
@@ -689,5 +692,42 @@ async fn kubeconfig_file_reaches_the_fake() {
     assert_eq!(stored["apiVersion"], "coordination.k8s.io/v1");
     let version = client.apiserver_version().await.unwrap();
     assert_eq!(version.minor, "33");
+    fake.shutdown().await;
+}
+
+#[tokio::test]
+async fn kube_event_recorder_creates_then_patches_a_series() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let fake = FakeKube::start().await;
+    let reporter = Reporter {
+        controller: "storch".into(),
+        instance: Some("storch-0".into()),
+    };
+    let recorder = Recorder::new(fake.client(), reporter);
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("PersistentVolume".into()),
+        name: Some("pv-1".into()),
+        ..ObjectReference::default()
+    };
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Provisioned".into(),
+        note: Some("made it".into()),
+        action: "Provision".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+    // A cluster-scoped object's events go to "default", and the repeat patches the series.
+    let events = fake.list("events.events.k8s.io", Some("default"));
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["series"]["count"], 2);
+    assert_eq!(events[0]["reportingInstance"], "storch-0");
+    let log = fake.requests();
+    let methods: Vec<&str> = log.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["POST", "PATCH"]);
     fake.shutdown().await;
 }

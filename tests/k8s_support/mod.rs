@@ -344,7 +344,18 @@ impl FakeKube {
                 keep_identity(&mut new, &old);
                 fill_type(res, &mut new);
                 set_namespace(res, &mut new, &ns);
-                state.commit(key, Some(new)).unwrap_or(old)
+                apply_defaults(res, &mut new);
+                let stored = state.commit(key.clone(), Some(new)).unwrap_or(old);
+                // The last finalizer gone from an object being deleted ends its deletion.
+                let finished = stored.pointer("/metadata/deletionTimestamp").is_some()
+                    && stored
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .is_none_or(|f| f.is_empty());
+                if finished {
+                    state.commit(key, None);
+                }
+                stored
             }
         };
         state.run_binder();
@@ -628,6 +639,41 @@ fn spec_part(v: &Value) -> Value {
         }
     }
     v
+}
+
+/// The apiserver's defaulting for the fields storch may read back: applied on every write,
+/// only where the field is absent.
+fn apply_defaults(res: usize, obj: &mut Value) {
+    let r = &RESOURCES[res];
+    let defaults: &[(&str, &str, Value)] = match (r.group, r.kind) {
+        ("", "PersistentVolumeClaim") => &[("spec", "volumeMode", json!("Filesystem"))],
+        ("", "PersistentVolume") => &[
+            ("spec", "volumeMode", json!("Filesystem")),
+            ("spec", "persistentVolumeReclaimPolicy", json!("Retain")),
+        ],
+        ("storage.k8s.io", "StorageClass") => &[
+            ("", "reclaimPolicy", json!("Delete")),
+            ("", "volumeBindingMode", json!("Immediate")),
+        ],
+        _ => &[],
+    };
+    for (section, field, value) in defaults {
+        let Some(map) = obj.as_object_mut() else {
+            return;
+        };
+        let map = if section.is_empty() {
+            map
+        } else {
+            let part = map.entry(*section).or_insert_with(|| json!({}));
+            if !part.is_object() {
+                continue;
+            }
+            part.as_object_mut().unwrap()
+        };
+        if map.get(*field).is_none_or(Value::is_null) {
+            map.insert(field.to_string(), value.clone());
+        }
+    }
 }
 
 /// RFC 7386.
@@ -1063,6 +1109,7 @@ impl State {
         }
         fill_type(res, &mut obj);
         set_namespace(res, &mut obj, &ns);
+        apply_defaults(res, &mut obj);
         let meta = meta_mut(&mut obj);
         meta.insert("name".into(), json!(name));
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -1145,6 +1192,7 @@ impl State {
                     }
                 }
             }
+            apply_defaults(res, &mut new);
             if r.kind == "PersistentVolumeClaim" && r.group.is_empty() {
                 check_pvc_spec(&old, &new)?;
             }
