@@ -109,7 +109,8 @@ pub struct ServeArgs {
 
 /// The Kubernetes frontend: on with one of --kubeconfig, --k8s-api-server, --in-cluster.
 #[derive(Debug, Clone, Default, Args)]
-#[group(id = "kube_source", multiple = false)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("kube_source").multiple(false)))]
 pub struct KubeArgs {
     /// Run the Kubernetes frontend on the cluster of this kubeconfig (its current context).
     #[arg(

@@ -48,7 +48,7 @@ pub fn storage_class(
     sc: &StorageClass,
     provisioners: &[String],
 ) -> Result<Option<FrontendClass>, String> {
-    if !provisioners.iter().any(|p| *p == sc.provisioner) {
+    if !provisioners.contains(&sc.provisioner) {
         return Ok(None);
     }
     let name = sc.metadata.name.clone().unwrap_or_default();

@@ -84,21 +84,36 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
         .await
         .map_err(ServeError::Core)?;
 
-    let listener = match bind(settings.listen).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            core_runtime.shutdown().await;
-            return Err(e);
-        }
+    // The frontend connects before the API listens, so that a wrong cluster setting stops the
+    // start before anything is announced.
+    let kube = match settings.kube.clone() {
+        None => None,
+        Some(opts) => match crate::k8s::Frontend::start(core_runtime.core(), opts).await {
+            Ok(frontend) => Some(frontend),
+            Err(e) => {
+                core_runtime.shutdown().await;
+                return Err(ServeError::Kube(e));
+            }
+        },
     };
-    let local = match listener.local_addr() {
-        Ok(local) => local,
-        Err(source) => {
-            core_runtime.shutdown().await;
-            return Err(ServeError::Bind {
+    let bound = match bind(settings.listen).await {
+        Ok(listener) => listener
+            .local_addr()
+            .map(|local| (listener, local))
+            .map_err(|source| ServeError::Bind {
                 addr: settings.listen,
                 source,
-            });
+            }),
+        Err(e) => Err(e),
+    };
+    let (listener, local) = match bound {
+        Ok(bound) => bound,
+        Err(e) => {
+            if let Some(frontend) = kube {
+                frontend.shutdown().await;
+            }
+            core_runtime.shutdown().await;
+            return Err(e);
         }
     };
     announce(local, options.tls.is_some());
@@ -112,16 +127,6 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
             tracing::warn!(signal, "second signal: exiting without a clean shutdown");
             std::process::exit(FORCED_EXIT_CODE);
         });
-    };
-    let kube = match settings.kube.clone() {
-        None => None,
-        Some(opts) => match crate::k8s::Frontend::start(core_runtime.core(), opts).await {
-            Ok(frontend) => Some(frontend),
-            Err(e) => {
-                core_runtime.shutdown().await;
-                return Err(ServeError::Kube(e));
-            }
-        },
     };
     let declarative = settings
         .config
@@ -238,11 +243,13 @@ fn read_token(path: &Path) -> Result<AuthToken, ServeError> {
     {
         use std::os::unix::fs::PermissionsExt;
         if let Ok(meta) = std::fs::metadata(path)
-            && meta.permissions().mode() & 0o077 != 0
+            // Group bits are left alone: a Kubernetes Secret mounted for a non-root pod is
+            // group-readable (fsGroup) by design.
+            && meta.permissions().mode() & 0o007 != 0
         {
             tracing::warn!(
                 file = %path.display(),
-                "the auth token file is readable by other users; chmod 600 it"
+                "the auth token file is readable by every user; chmod o-rwx it"
             );
         }
     }
