@@ -847,3 +847,44 @@ async fn only_the_lease_holder_provisions() {
     assert_eq!(env.core().list_volumes().unwrap().len(), 1);
     env.stop().await;
 }
+
+/// The local driver through Kubernetes: the sample default class, a claim without a class,
+/// and a `local` PV pinned to storch's node whose path is a real directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_volumes_become_local_pvs_pinned_to_the_node() {
+    let env = Env::start().await;
+    let pool = env.dir.path().join("pools/fast");
+    std::fs::create_dir_all(&pool).unwrap();
+    env.add_backend(
+        json!({"version": 1, "storageDriverName": "local", "backendName": "local",
+                           "pools": {"fast": {"path": pool, "media": "ssd"}}}),
+    )
+    .await;
+    env.create_sample("storage-class-local.yaml").await;
+    env.create(&pvc_yaml("data", None, "")).await;
+    let pv = env.bound("default", "data").await;
+    assert_eq!(pv["spec"]["storageClassName"], "local");
+    assert_eq!(
+        pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"],
+        "storch.io/storch"
+    );
+    let path = pv["spec"]["local"]["path"].as_str().unwrap();
+    assert!(Path::new(path).is_dir(), "{path} is a directory");
+    assert!(Path::new(path).starts_with(&pool), "{path} is in the pool");
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0],
+        json!({"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]})
+    );
+    // Released with Delete: the directory goes with the volume.
+    env.delete_pvc("default", "data").await;
+    let name = pv["metadata"]["name"].as_str().unwrap().to_string();
+    env.kube
+        .wait_for(
+            |k| k.get("persistentvolumes", None, &name).is_none(),
+            WAIT,
+            "the local PV deleted",
+        )
+        .await;
+    assert!(!Path::new(path).exists(), "{path} removed");
+    env.stop().await;
+}

@@ -49,6 +49,7 @@ fn each_framework_crate_lives_in_one_module() {
     only_in("actix", &["actors/"]);
     only_in("axum", &["api/"]);
     only_in("kube", &["k8s/"]);
+    only_in("k8s_openapi", &["k8s/"]);
     only_in("etcd_client", &["replication/"]);
 }
 
