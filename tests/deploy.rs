@@ -360,6 +360,20 @@ fn one<'a, T>(
     found[0]
 }
 
+/// [`one`] for one variant of [`Object`].
+macro_rules! one {
+    ($objects:expr, $variant:ident, $kind:expr) => {
+        one(
+            $objects,
+            |o| match o {
+                Object::$variant(x) => Some(x),
+                _ => None,
+            },
+            $kind,
+        )
+    };
+}
+
 /// The `--flag` of an argument (`--flag=value` or `--flag`), if it is one.
 fn flag_name(arg: &str) -> Option<&str> {
     arg.starts_with("--")
@@ -410,31 +424,11 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         );
     }
 
-    let sa = one(
-        objects,
-        |o| {
-            if let Object::ServiceAccount(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "ServiceAccount",
-    );
+    let sa = one!(objects, ServiceAccount, "ServiceAccount");
     let sa_name = sa.metadata.name.clone().unwrap();
 
     // RBAC: exactly the rules needed, no secrets cluster-wide, bound to the service account.
-    let cr = one(
-        objects,
-        |o| {
-            if let Object::ClusterRole(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "ClusterRole",
-    );
+    let cr = one!(objects, ClusterRole, "ClusterRole");
     assert!(cr.aggregation_rule.is_none());
     let cluster_rules = flatten_rules(cr.rules.as_deref().unwrap_or_default(), "ClusterRole");
     assert!(
@@ -446,17 +440,7 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         expected_cluster_rules(),
         "{what}: ClusterRole rules"
     );
-    let role = one(
-        objects,
-        |o| {
-            if let Object::Role(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "Role",
-    );
+    let role = one!(objects, Role, "Role");
     let ns_rules = flatten_rules(role.rules.as_deref().unwrap_or_default(), "Role");
     assert_eq!(ns_rules, expected_namespaced_rules(), "{what}: Role rules");
 
@@ -467,17 +451,7 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
             && s[0].name == sa_name
             && s[0].namespace.as_deref() == Some(ns)
     };
-    let crb = one(
-        objects,
-        |o| {
-            if let Object::ClusterRoleBinding(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "ClusterRoleBinding",
-    );
+    let crb = one!(objects, ClusterRoleBinding, "ClusterRoleBinding");
     assert_eq!(crb.role_ref.kind, "ClusterRole");
     assert_eq!(crb.role_ref.api_group, "rbac.authorization.k8s.io");
     assert_eq!(Some(&crb.role_ref.name), cr.metadata.name.as_ref());
@@ -485,33 +459,13 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         subjects_ok(&crb.subjects),
         "{what}: ClusterRoleBinding subjects"
     );
-    let rb = one(
-        objects,
-        |o| {
-            if let Object::RoleBinding(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "RoleBinding",
-    );
+    let rb = one!(objects, RoleBinding, "RoleBinding");
     assert_eq!(rb.role_ref.kind, "Role");
     assert_eq!(Some(&rb.role_ref.name), role.metadata.name.as_ref());
     assert!(subjects_ok(&rb.subjects), "{what}: RoleBinding subjects");
 
     // The data PVC.
-    let pvc = one(
-        objects,
-        |o| {
-            if let Object::PersistentVolumeClaim(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "PersistentVolumeClaim",
-    );
+    let pvc = one!(objects, PersistentVolumeClaim, "PersistentVolumeClaim");
     let pvc_spec = pvc.spec.as_ref().unwrap();
     assert_eq!(
         pvc_spec.access_modes.as_deref(),
@@ -527,17 +481,7 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
     );
 
     // The Deployment.
-    let d = one(
-        objects,
-        |o| {
-            if let Object::Deployment(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "Deployment",
-    );
+    let d = one!(objects, Deployment, "Deployment");
     let spec = d.spec.as_ref().unwrap();
     assert_eq!(
         spec.replicas,
@@ -753,17 +697,7 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
     }
 
     // The Service: ClusterIP by default, port 8000 onto the API port of these pods.
-    let svc = one(
-        objects,
-        |o| {
-            if let Object::Service(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "Service",
-    );
+    let svc = one!(objects, Service, "Service");
     let svc_spec = svc.spec.as_ref().unwrap();
     let svc_selector = svc_spec.selector.clone().unwrap_or_default();
     assert!(
@@ -787,37 +721,14 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
 }
 
 fn service_of(objects: &[Object]) -> &core::ServiceSpec {
-    one(
-        objects,
-        |o| {
-            if let Object::Service(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "Service",
-    )
-    .spec
-    .as_ref()
-    .unwrap()
+    one!(objects, Service, "Service").spec.as_ref().unwrap()
 }
 
 fn pvc_of(objects: &[Object]) -> &core::PersistentVolumeClaimSpec {
-    one(
-        objects,
-        |o| {
-            if let Object::PersistentVolumeClaim(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "PVC",
-    )
-    .spec
-    .as_ref()
-    .unwrap()
+    one!(objects, PersistentVolumeClaim, "PVC")
+        .spec
+        .as_ref()
+        .unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,17 +744,7 @@ fn plain_objects() -> Vec<Object> {
 #[test]
 fn plain_manifests_parse_and_make_a_safe_install() {
     let objects = plain_objects();
-    let ns = one(
-        &objects,
-        |o| {
-            if let Object::Namespace(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "Namespace",
-    );
+    let ns = one!(&objects, Namespace, "Namespace");
     assert_eq!(ns.metadata.name.as_deref(), Some("storch"));
     let install = check_install(&objects, "storch", "deploy/");
     let spec = service_of(&objects);
@@ -1126,17 +1027,7 @@ fn rendered_objects(files: &BTreeMap<String, String>) -> Vec<Object> {
 }
 
 fn container_args(objects: &[Object]) -> Vec<String> {
-    let d = one(
-        objects,
-        |o| {
-            if let Object::Deployment(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "Deployment",
-    );
+    let d = one!(objects, Deployment, "Deployment");
     d.spec
         .as_ref()
         .unwrap()
@@ -1192,17 +1083,7 @@ fn helm_chart_renders_the_same_install_as_the_plain_manifests() {
     );
     assert!(plain_args.iter().all(|a| install.args.contains(a)));
     let pod = |o: &[Object]| {
-        let d = one(
-            o,
-            |o| {
-                if let Object::Deployment(x) = o {
-                    Some(x)
-                } else {
-                    None
-                }
-            },
-            "Deployment",
-        );
+        let d = one!(o, Deployment, "Deployment");
         let mut pod = d.spec.as_ref().unwrap().template.spec.clone().unwrap();
         pod.containers[0].args = None;
         pod.volumes.as_mut().unwrap().iter_mut().for_each(|v| {
@@ -1350,17 +1231,7 @@ fn helm_chart_values_reach_the_objects() {
 #[test]
 fn helm_chart_names_cluster_objects_per_release_namespace() {
     let objects = rendered_objects(&render(json!({})).unwrap());
-    let cr = one(
-        &objects,
-        |o| {
-            if let Object::ClusterRole(x) = o {
-                Some(x)
-            } else {
-                None
-            }
-        },
-        "ClusterRole",
-    );
+    let cr = one!(&objects, ClusterRole, "ClusterRole");
     assert_eq!(cr.metadata.name.as_deref(), Some("storch-storch"));
     let labels = cr.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm");

@@ -133,16 +133,9 @@ impl Env {
             .unwrap_or_else(|| panic!("no PVC {ns}/{name}"))
     }
 
-    /// The storch name of a claim: `<ns>-<name>-<first 5 of the uid>`.
+    /// The storch name of a claim.
     fn volume_name(&self, ns: &str, name: &str) -> String {
-        let uid: String = self.pvc(ns, name)["metadata"]["uid"]
-            .as_str()
-            .unwrap()
-            .replace('-', "")
-            .chars()
-            .take(5)
-            .collect();
-        format!("{ns}-{name}-{uid}")
+        k8s_support::claim_volume_name(&self.kube, ns, name)
     }
 
     fn pv(&self, name: &str) -> Option<Value> {

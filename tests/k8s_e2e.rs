@@ -94,16 +94,7 @@ async fn storch_volumes(client: &reqwest::Client, server: &Server) -> Vec<String
 }
 
 fn volume_name(kube: &FakeKube, name: &str) -> String {
-    let uid: String = kube
-        .get("persistentvolumeclaims", Some("default"), name)
-        .unwrap()["metadata"]["uid"]
-        .as_str()
-        .unwrap()
-        .replace('-', "")
-        .chars()
-        .take(5)
-        .collect();
-    format!("default-{name}-{uid}")
+    k8s_support::claim_volume_name(kube, "default", name)
 }
 
 fn bound(kube: &FakeKube, name: &str) -> bool {

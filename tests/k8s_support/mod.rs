@@ -459,6 +459,22 @@ impl FakeKube {
     }
 }
 
+/// The name storch gives a stored claim's volume and PV: `<ns>-<name>-<first 5 of the uid
+/// without dashes>` (trident-compat §5.3), computed here independently of storch's code.
+pub fn claim_volume_name(kube: &FakeKube, namespace: &str, name: &str) -> String {
+    let pvc = kube
+        .get("persistentvolumeclaims", Some(namespace), name)
+        .unwrap_or_else(|| panic!("no PVC {namespace}/{name}"));
+    let uid: String = pvc["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .replace('-', "")
+        .chars()
+        .take(5)
+        .collect();
+    format!("{namespace}-{name}-{uid}")
+}
+
 impl Drop for FakeKube {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
