@@ -249,12 +249,7 @@ impl Frontend {
     /// Stops the controllers and gives up the Lease.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        if tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .is_err()
-        {
-            tracing::warn!("the Kubernetes frontend did not stop within 10 s");
-        }
+        join_or_abort(self.task, "the Kubernetes frontend").await;
     }
 }
 
@@ -331,12 +326,7 @@ async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         ));
         let stopped = lease.hold(&mut stop).await;
         let _ = quit.send(true);
-        if tokio::time::timeout(Duration::from_secs(10), controllers)
-            .await
-            .is_err()
-        {
-            tracing::warn!("the controllers did not stop within 10 s");
-        }
+        join_or_abort(controllers, "the PVC and PV controllers").await;
         if stopped {
             lease.release().await;
             break;
@@ -344,6 +334,17 @@ async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         tracing::warn!(identity = %ctx.identity, "lost the Lease: controllers stopped");
     }
     classes.abort();
+}
+
+/// Waits up to 10 s for a task that was asked to stop, then aborts it.
+async fn join_or_abort(mut task: tokio::task::JoinHandle<()>, what: &str) {
+    if tokio::time::timeout(Duration::from_secs(10), &mut task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("{what} did not stop within 10 s; aborted");
+        task.abort();
+    }
 }
 
 async fn run_controllers(
