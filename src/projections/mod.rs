@@ -228,8 +228,10 @@ impl State {
                 vol.config.protocol = *protocol;
                 vol.config.access_information = (**access).clone();
                 vol.access_secrets = secrets.clone();
-                vol.candidates.clear();
-                vol.failed.clear();
+                // The plan only matters until the outcome: give its memory back (`clear`
+                // would keep the buffer, ~50 B per candidate pool, for every online volume).
+                vol.candidates = Vec::new();
+                vol.failed = Vec::new();
                 if let Some(b) = self.backends.get_mut(&pool.backend) {
                     b.volumes.insert(name.to_string());
                 }
