@@ -396,14 +396,22 @@ async fn default_classes_selectors_and_foreign_classes() {
         .await;
     assert!(note.contains("fast, fast2"), "{note}");
 
-    // Nothing was made for the foreign, empty-class, selector or ambiguous claims.
-    for name in ["foreign", "not-dynamic", "picky", "ambiguous"] {
+    // A claim pre-bound by hand to a PV of the user's choice is left to the binder.
+    let mut pre_bound = pvc_yaml("pre-bound", Some("fast"), "");
+    pre_bound.push_str("  volumeName: hand-made-pv\n");
+    env.create(&pre_bound).await;
+    env.create(&pvc_yaml("after-pre-bound", Some("fast"), ""))
+        .await;
+    env.bound("default", "after-pre-bound").await;
+
+    // Nothing was made for the foreign, empty-class, selector, ambiguous or pre-bound claims.
+    for name in ["foreign", "not-dynamic", "picky", "ambiguous", "pre-bound"] {
         let v = env.volume_name("default", name);
         assert!(env.core().get_volume(&v).is_err(), "{name} got a volume");
         assert!(env.pv(&v).is_none(), "{name} got a PV");
         assert_eq!(env.pvc("default", name)["status"]["phase"], "Pending");
     }
-    assert_eq!(env.core().list_volumes().unwrap().len(), 2);
+    assert_eq!(env.core().list_volumes().unwrap().len(), 3);
     env.stop().await;
 }
 

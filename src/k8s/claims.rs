@@ -123,6 +123,11 @@ async fn reconcile_claim(pvc: &PersistentVolumeClaim, ctx: &Ctx) -> Result<Actio
     let name = translate::unique_name(pvc);
     match phase(pvc) {
         "Pending" => {
+            let pre_bound = pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+            if pre_bound.is_some_and(|v| !v.is_empty() && v != name) {
+                // Bound by hand to a PV of the user's choice: not for dynamic provisioning.
+                return Ok(Action::await_change());
+            }
             if pvc.spec.as_ref().is_some_and(|s| s.selector.is_some()) {
                 ctx.event(
                     &reference(pvc),
