@@ -593,6 +593,32 @@ async fn failures_name_each_pool_and_are_retried() {
     for want in ["p1", "p1 is on fire", "p2", "p2 is flooded"] {
         assert!(note.contains(want), "{want} missing from {note}");
     }
+    // A class no pool matches: the event says, pool by pool, what each lacks.
+    env.add_backend(fake_backend("slow", "file", &[("disks", hdd())]))
+        .await;
+    env.create(&fake_class(
+        "archive",
+        "  media: hdd\n  provisioningType: thin\n",
+        "",
+    ))
+    .await;
+    eventually("archive", || {
+        env.core().get_storage_class("archive").is_ok()
+    })
+    .await;
+    env.create(&pvc_yaml("nowhere", Some("archive"), "")).await;
+    let note = env
+        .event("PersistentVolumeClaim/nowhere", "ProvisioningFailed")
+        .await;
+    for want in [
+        "pools not used",
+        "f1/p1",
+        "slow/disks",
+        "provisioningType",
+        "media",
+    ] {
+        assert!(note.contains(want), "{want} missing from {note}");
+    }
     let mut fixed = broken;
     fixed.as_object_mut().unwrap().remove("failPools");
     env.core()

@@ -291,6 +291,7 @@ async fn create_volume(
             return Ok(None);
         }
     };
+    let (protocol, size) = (config.protocol, config.size.parse::<u64>().ok());
     match ctx.core.add_volume(&request(pvc), config).await {
         Ok(v) => Ok(Some(v)),
         // Made concurrently (or resumed at boot): the caller looks at its state.
@@ -300,16 +301,45 @@ async fn create_volume(
             Ok(None)
         }
         Err(e) => {
+            let mut note = e.to_string();
+            if matches!(e, CoreError::Failed(_)) {
+                // The core names the pools it tried; add the others and why they were not.
+                note.push_str(&unused_pools(ctx, &class.config.name, protocol, size));
+            }
             ctx.event(
                 &reference(pvc),
                 false,
                 "ProvisioningFailed",
                 "Provision",
-                e.to_string(),
+                note,
             )
             .await;
             Err(e.into())
         }
+    }
+}
+
+/// `; pools not used: backend/pool: reason, …; …` for every pool of every backend that a
+/// create of this class would not try (empty when every pool was a candidate).
+fn unused_pools(
+    ctx: &Ctx,
+    class: &str,
+    protocol: crate::model::Protocol,
+    size: Option<u64>,
+) -> String {
+    let Ok(explanation) = ctx.core.explain(class, protocol, size) else {
+        return String::new();
+    };
+    let unused: Vec<String> = explanation
+        .pools
+        .iter()
+        .filter(|p| !p.candidate)
+        .map(|p| format!("{}/{}: {}", p.backend, p.pool, p.reasons.join(", ")))
+        .collect();
+    if unused.is_empty() {
+        String::new()
+    } else {
+        format!("; pools not used: {}", unused.join("; "))
     }
 }
 
