@@ -246,10 +246,10 @@ fn provision_table(r: &ProvisionReport) -> String {
 }
 
 fn replay_table(r: &ReplayReport) -> String {
-    let per_volume = r
-        .projection_bytes_per_volume
-        .map(|b| format!("{b:.0} B"))
-        .unwrap_or_else(|| "unknown".into());
+    let bytes = |b: Option<f64>| {
+        b.map(|b| format!("{b:.0} B"))
+            .unwrap_or_else(|| "unknown".into())
+    };
     let rows = [
         ("volumes", r.options.volumes.to_string()),
         ("events", r.events.to_string()),
@@ -273,7 +273,17 @@ fn replay_table(r: &ReplayReport) -> String {
             "checkpoint size",
             crate::model::format_size(r.checkpoint_bytes),
         ),
-        ("projection per volume", per_volume),
+        (
+            "projection per volume",
+            bytes(r.projection_bytes_per_volume),
+        ),
+        (
+            "RSS growth per volume",
+            format!(
+                "{} (replay, with the log's read cache)",
+                bytes(r.replay_rss_bytes_per_volume)
+            ),
+        ),
     ];
     let mut out = String::from("storch bench replay\n\n");
     for (k, v) in rows {
