@@ -32,10 +32,10 @@ fn summary(state: &State) -> Value {
         })).collect::<Vec<_>>(),
         "classes": state.classes.keys().collect::<Vec<_>>(),
         "volumes": volumes.iter().map(|(n, v)| json!({
-            "name": n, "state": v.state.as_str(), "backend": v.backend, "pool": v.pool,
-            "internalName": v.config.internal_name, "size": v.config.size,
-            "sizeBytes": v.size_bytes, "orphaned": v.orphaned, "lastError": v.last_error,
-            "candidates": v.candidates.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "name": n, "state": v.state.as_str(), "backend": v.backend(), "pool": v.pool(),
+            "internalName": v.config().internal_name, "size": v.config().size,
+            "sizeBytes": v.size_bytes, "orphaned": v.orphaned, "lastError": v.last_error(),
+            "candidates": v.candidates().iter().map(|p| p.to_string()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }

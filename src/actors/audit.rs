@@ -261,9 +261,7 @@ impl Core {
             for v in s.volumes.values() {
                 *stats.volumes_by_state.entry(v.state.as_str()).or_default() += 1;
                 if v.state != VolumeState::Creating {
-                    *used
-                        .entry((v.backend.as_str(), v.pool.as_str()))
-                        .or_default() += v.size_bytes;
+                    *used.entry((v.backend(), v.pool())).or_default() += v.size_bytes;
                 }
             }
             for (name, rec) in &s.backends {

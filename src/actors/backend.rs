@@ -226,12 +226,15 @@ async fn report_unknown_volumes(shared: &Shared, name: &str, driver: &dyn Storag
     let known: std::collections::HashSet<String> = shared.projection.read(|s| {
         s.volumes
             .iter()
-            .filter(|(_, v)| v.backend == name || v.candidates.iter().any(|p| p.backend == name))
+            .filter(|(_, v)| {
+                v.backend() == name || v.candidates().iter().any(|p| p.backend == name)
+            })
             .map(|(vol, v)| {
-                if v.config.internal_name.is_empty() {
+                let internal = v.config().internal_name;
+                if internal.is_empty() {
                     driver.internal_name(vol)
                 } else {
-                    v.config.internal_name.clone()
+                    internal
                 }
             })
             .collect()

@@ -489,7 +489,7 @@ impl Core {
             let Some(rec) = self.shared.projection.read(|s| s.volumes.get(vol).cloned()) else {
                 continue;
             };
-            let found = prepared.driver.get(&rec.config.internal_name).await;
+            let found = prepared.driver.get(&rec.config().internal_name).await;
             let orphaned = matches!(found, Ok(None));
             if orphaned != rec.orphaned {
                 events.push(Event::volume(
@@ -528,7 +528,7 @@ impl Core {
                 !b.volumes.is_empty()
                     || s.volumes.values().any(|v| {
                         v.state == VolumeState::Creating
-                            && v.candidates.iter().any(|p| p.backend == name)
+                            && v.candidates().iter().any(|p| p.backend == name)
                     })
             })
         });
@@ -795,24 +795,24 @@ impl Core {
             .projection
             .read(|s| s.volumes.get(name).cloned())
             .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found")))?;
-        let mut config = rec.config;
-        if rec.access_secrets.is_some() {
+        let mut config = rec.config();
+        if rec.access_secrets().is_some() {
             config.access_information.iscsi_initiator_secret = crate::secrets::REDACTED.into();
             config.access_information.iscsi_target_secret = crate::secrets::REDACTED.into();
         }
         // Trident shows clones with an empty pool.
         let pool = if config.clone_source_volume.is_empty() {
-            rec.pool
+            rec.pool().to_string()
         } else {
             String::new()
         };
         Ok(VolumeView {
             config,
-            backend: rec.backend,
+            backend: rec.backend().to_string(),
             pool,
             orphaned: rec.orphaned,
             state: rec.state,
-            last_error: rec.last_error,
+            last_error: rec.last_error().map(str::to_string),
         })
     }
 
@@ -827,7 +827,7 @@ impl Core {
         let sealed = self
             .shared
             .projection
-            .read(|s| s.volumes.get(name).map(|v| v.access_secrets.clone()))
+            .read(|s| s.volumes.get(name).map(|v| v.access_secrets().cloned()))
             .ok_or_else(|| CoreError::NotFound(format!("volume {name} was not found")))?;
         match sealed {
             None => Ok(BTreeMap::new()),

@@ -251,7 +251,6 @@ async fn create(
         )));
     }
     config.version = "1".to_string();
-    config.internal_name.clear();
     config.access_information = Default::default();
     let seed: u64 = rand::random();
     let (config, size_bytes, candidates) = if config.clone_source_volume.is_empty() {
@@ -315,15 +314,14 @@ fn clone_plan(
     if source.orphaned {
         tracing::warn!(source = %source_name, "cloning an orphaned volume");
     }
-    let mut config = source.config.clone();
+    let mut config = source.config();
     config.name = request.name;
     config.split_on_clone = request.split_on_clone;
     config.clone_source_volume = source_name;
-    config.clone_source_volume_internal = source.config.internal_name.clone();
+    config.clone_source_volume_internal = std::mem::take(&mut config.internal_name);
     config.clone_source_snapshot = request.clone_source_snapshot;
     config.qos = request.qos;
     config.qos_type = request.qos_type;
-    config.internal_name.clear();
     config.access_information = Default::default();
     config.version = "1".to_string();
     if !config.clone_source_snapshot.is_empty()
@@ -337,7 +335,7 @@ fn clone_plan(
             config.clone_source_snapshot, config.clone_source_volume
         )));
     }
-    let pool = PoolRef::new(source.backend, source.pool);
+    let pool = PoolRef::new(source.backend(), source.pool());
     require_offer(shared, &pool, "clones")?;
     Ok((config, source.size_bytes, vec![pool]))
 }
@@ -351,7 +349,9 @@ async fn place(
     size_bytes: u64,
     candidates: &[PoolRef],
 ) -> Result<(), CoreError> {
-    let already_failed = record(shared, name).map(|r| r.failed).unwrap_or_default();
+    let already_failed = record(shared, name)
+        .map(|r| r.failed().to_vec())
+        .unwrap_or_default();
     let mut errors: Vec<String> = already_failed
         .iter()
         .map(|(p, e)| attempt_error(name, p, e))
@@ -526,16 +526,17 @@ async fn delete(shared: &Arc<Shared>, name: &str, request_id: &str) -> Result<()
         shared.append(request_id, vec![ev]).await?;
     }
     // Where the volume may be: its backend, or while creating every planned candidate's.
-    let mut backends: Vec<String> = if rec.backend.is_empty() {
-        rec.candidates.iter().map(|p| p.backend.clone()).collect()
+    let mut backends: Vec<String> = if rec.backend().is_empty() {
+        rec.candidates().iter().map(|p| p.backend.clone()).collect()
     } else {
-        vec![rec.backend.clone()]
+        vec![rec.backend().to_string()]
     };
+    let recorded_internal = rec.config().internal_name;
     backends.dedup();
     for backend in &backends {
         let result = async {
-            let internal = if rec.backend == *backend && !rec.config.internal_name.is_empty() {
-                rec.config.internal_name.clone()
+            let internal = if rec.backend() == backend && !recorded_internal.is_empty() {
+                recorded_internal.clone()
             } else {
                 internal_name(shared, backend, name)?
             };
@@ -543,7 +544,7 @@ async fn delete(shared: &Arc<Shared>, name: &str, request_id: &str) -> Result<()
         }
         .await;
         if let Err(e) = result {
-            let attempt = rec.delete_attempts + 1;
+            let attempt = rec.delete_attempts() + 1;
             let error = format!("deleting volume {name} on backend {backend} failed: {e}");
             let ev = Event::volume(
                 name,
@@ -562,15 +563,15 @@ async fn delete(shared: &Arc<Shared>, name: &str, request_id: &str) -> Result<()
     let mut events = vec![Event::volume(name, VolumeEvent::Deleted)];
     let purge = shared.projection.read(|s| {
         s.backends
-            .get(&rec.backend)
+            .get(rec.backend())
             .is_some_and(|b| !b.online && b.volumes.len() == 1 && b.volumes.contains(name))
     });
     if purge {
-        events.push(Event::backend(rec.backend.clone(), BackendEvent::Purged));
+        events.push(Event::backend(rec.backend(), BackendEvent::Purged));
     }
     shared.append(request_id, events).await?;
     if purge {
-        super::handle::stop_backend(shared, &rec.backend);
+        super::handle::stop_backend(shared, rec.backend());
     }
     Ok(())
 }
@@ -599,8 +600,9 @@ async fn reconcile_create(
     name: &str,
     rec: &VolumeRecord,
 ) -> Result<(), CoreError> {
+    let config = rec.config();
     // Adopt the volume if any planned pool's backend already holds it.
-    for pool in &rec.candidates {
+    for pool in rec.candidates() {
         let found = async {
             let internal = internal_name(shared, &pool.backend, name)?;
             call(shared, &pool.backend, DriverCall::Get(internal)).await
@@ -609,8 +611,7 @@ async fn reconcile_create(
         match found {
             Ok(CallOutput::MaybeVolume(Some(info))) => {
                 tracing::info!(volume = %name, backend = %pool.backend, "adopting a volume created before a restart");
-                return record_created(shared, name, "reconcile", &rec.config, pool, info, true)
-                    .await;
+                return record_created(shared, name, "reconcile", &config, pool, info, true).await;
             }
             Ok(_) => {}
             Err(e) => {
@@ -626,9 +627,9 @@ async fn reconcile_create(
         shared,
         name,
         "reconcile",
-        &rec.config,
+        &config,
         rec.size_bytes,
-        &rec.candidates,
+        rec.candidates(),
     )
     .await
     {
@@ -701,7 +702,7 @@ fn online(shared: &Shared, name: &str) -> Result<(VolumeRecord, PoolRef), CoreEr
             rec.state.as_str()
         )));
     }
-    let pool = PoolRef::new(rec.backend.clone(), rec.pool.clone());
+    let pool = PoolRef::new(rec.backend(), rec.pool());
     Ok((rec, pool))
 }
 
@@ -737,7 +738,7 @@ async fn finish_snapshot(
     pool: &PoolRef,
     snapshot: &str,
 ) -> Result<(), CoreError> {
-    let internal = rec.config.internal_name.clone();
+    let internal = rec.config().internal_name;
     let made = call(
         shared,
         &pool.backend,
@@ -813,7 +814,7 @@ async fn delete_snapshot(
             msg.snapshot
         )));
     }
-    let c = DriverCall::DeleteSnapshot(rec.config.internal_name.clone(), msg.snapshot.clone());
+    let c = DriverCall::DeleteSnapshot(rec.config().internal_name, msg.snapshot.clone());
     call(shared, &pool.backend, c).await.map_err(|e| {
         driver_failure(
             e,
@@ -842,7 +843,7 @@ async fn resize(shared: &Arc<Shared>, name: &str, msg: ResizeVolume) -> Result<(
     if msg.size_bytes == rec.size_bytes {
         return Ok(());
     }
-    let c = DriverCall::Resize(rec.config.internal_name.clone(), msg.size_bytes);
+    let c = DriverCall::Resize(rec.config().internal_name, msg.size_bytes);
     call(shared, &pool.backend, c)
         .await
         .map_err(|e| driver_failure(e, format!("resizing volume {name} failed")))?;
@@ -858,7 +859,7 @@ async fn resize(shared: &Arc<Shared>, name: &str, msg: ResizeVolume) -> Result<(
 
 /// Finishes snapshots whose intent was recorded but whose outcome was not.
 async fn reconcile_snapshots(shared: &Arc<Shared>, name: &str, rec: &VolumeRecord) -> bool {
-    let pool = PoolRef::new(rec.backend.clone(), rec.pool.clone());
+    let pool = PoolRef::new(rec.backend(), rec.pool());
     let mut retry = false;
     for (snap, s) in &rec.snapshots {
         if s.created_ms.is_none()

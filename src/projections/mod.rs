@@ -3,7 +3,8 @@
 //! One writer (the log's commit sink) applies events under a write lock; readers take the
 //! read lock briefly and copy out what they need. `State` is also what a checkpoint holds.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig};
@@ -43,28 +44,196 @@ pub struct BackendRecord {
     pub declared_by: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+/// One volume, kept small: a million of them live in memory. The hot fields are plain; the
+/// Trident config (with its access information) is kept bincode-encoded and decoded on demand
+/// ([`VolumeRecord::config`]); where it lives is an interned `PoolRef`; what only matters
+/// while a placement or a delete is under way sits behind one optional box.
+#[derive(Debug, Clone, PartialEq, bincode::Encode)]
 pub struct VolumeRecord {
-    /// The config as requested, then completed (internal name, protocol, access info without
-    /// secrets) when created.
-    pub config: VolumeConfig,
+    /// The bincode encoding of the config as requested, then completed (internal name,
+    /// protocol, access info without secrets) when created.
+    config: Box<[u8]>,
     pub size_bytes: u64,
     pub state: VolumeState,
-    /// Empty until created. `pool` is where the array put it (the API shows clones with an
-    /// empty pool, as Trident does).
-    pub backend: String,
-    pub pool: String,
-    pub access_secrets: Option<Sealed>,
-    /// The placement plan, in order.
-    pub candidates: Vec<PoolRef>,
-    /// Candidates already tried and failed during this placement.
-    pub failed: Vec<(PoolRef, String)>,
     pub orphaned: bool,
-    pub last_error: Option<String>,
-    pub delete_attempts: u32,
+    /// Where the array put it; `None` until created. Shared by every volume of that pool.
+    placed: Option<Arc<PoolRef>>,
     /// Snapshots by name.
     pub snapshots: BTreeMap<String, SnapshotRecord>,
+    /// `None` when all of its fields are empty (the common case, an online volume).
+    extra: Option<Box<VolumeExtra>>,
 }
+
+/// The rarely set part of a volume record.
+#[derive(Debug, Clone, Default, PartialEq, bincode::Encode, bincode::Decode)]
+struct VolumeExtra {
+    access_secrets: Option<Sealed>,
+    /// The placement plan, in order (only while creating).
+    candidates: Vec<PoolRef>,
+    /// Candidates already tried and failed during this placement.
+    failed: Vec<(PoolRef, String)>,
+    last_error: Option<String>,
+    delete_attempts: u32,
+}
+
+fn encode_config(config: &VolumeConfig) -> Box<[u8]> {
+    bincode::encode_to_vec(config, bincode::config::standard())
+        .expect("encoding to a Vec cannot fail")
+        .into_boxed_slice()
+}
+
+impl VolumeRecord {
+    fn new(config: &VolumeConfig, size_bytes: u64) -> VolumeRecord {
+        VolumeRecord {
+            config: encode_config(config),
+            size_bytes,
+            state: VolumeState::Creating,
+            orphaned: false,
+            placed: None,
+            snapshots: BTreeMap::new(),
+            extra: None,
+        }
+    }
+
+    /// The config as requested, completed when created (decoded: call it once per use).
+    pub fn config(&self) -> VolumeConfig {
+        match bincode::decode_from_slice(&self.config, bincode::config::standard()) {
+            Ok((config, _)) => config,
+            // Only this build encodes it (checkpoints of other formats are refused), so this
+            // cannot happen short of memory corruption.
+            Err(e) => {
+                tracing::error!(error = %e, "a volume record's config does not decode");
+                VolumeConfig::default()
+            }
+        }
+    }
+
+    fn update_config(&mut self, f: impl FnOnce(&mut VolumeConfig)) {
+        let mut config = self.config();
+        f(&mut config);
+        self.config = encode_config(&config);
+    }
+
+    /// The backend and pool the array put it on; `None` until created.
+    pub fn placement(&self) -> Option<&PoolRef> {
+        self.placed.as_deref()
+    }
+
+    /// Empty until created.
+    pub fn backend(&self) -> &str {
+        self.placed.as_ref().map_or("", |p| p.backend.as_str())
+    }
+
+    /// Empty until created (and for clones, as Trident shows them).
+    pub fn pool(&self) -> &str {
+        self.placed.as_ref().map_or("", |p| p.pool.as_str())
+    }
+
+    pub fn access_secrets(&self) -> Option<&Sealed> {
+        self.extra.as_ref().and_then(|e| e.access_secrets.as_ref())
+    }
+
+    /// The placement plan, in order; empty once the outcome is known.
+    pub fn candidates(&self) -> &[PoolRef] {
+        self.extra.as_ref().map_or(&[], |e| &e.candidates)
+    }
+
+    /// Candidates already tried and failed during this placement.
+    pub fn failed(&self) -> &[(PoolRef, String)] {
+        self.extra.as_ref().map_or(&[], |e| &e.failed)
+    }
+
+    pub fn last_error(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|e| e.last_error.as_deref())
+    }
+
+    pub fn delete_attempts(&self) -> u32 {
+        self.extra.as_ref().map_or(0, |e| e.delete_attempts)
+    }
+
+    /// Changes the rarely set fields; the box goes away when they are all empty again.
+    fn update_extra(&mut self, f: impl FnOnce(&mut VolumeExtra)) {
+        let mut extra = self.extra.take().unwrap_or_default();
+        f(&mut extra);
+        if *extra != VolumeExtra::default() {
+            self.extra = Some(extra);
+        }
+    }
+}
+
+/// Decoding re-interns placements through the decoder's context (see [`Interned`]).
+impl bincode::Decode<Interned> for VolumeRecord {
+    fn decode<D: bincode::de::Decoder<Context = Interned>>(
+        d: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        let config = Box::<[u8]>::decode(d)?;
+        let size_bytes = u64::decode(d)?;
+        let state = VolumeState::decode(d)?;
+        let orphaned = bool::decode(d)?;
+        let placed = Option::<PoolRef>::decode(d)?.map(|p| d.context().intern(p));
+        let snapshots = BTreeMap::decode(d)?;
+        let extra = Option::<Box<VolumeExtra>>::decode(d)?;
+        Ok(VolumeRecord {
+            config,
+            size_bytes,
+            state,
+            orphaned,
+            placed,
+            snapshots,
+            extra,
+        })
+    }
+}
+
+bincode::impl_borrow_decode_with_context!(VolumeRecord, Interned);
+
+/// The shared `PoolRef`s volume records point at: one allocation per pool, not two strings
+/// per volume. A cache, not state: it is not encoded (decoding a state rebuilds it) and
+/// always compares equal.
+#[derive(Debug, Clone, Default)]
+pub struct Interned(HashSet<Arc<PoolRef>>);
+
+impl Interned {
+    fn intern(&mut self, pool: PoolRef) -> Arc<PoolRef> {
+        if let Some(p) = self.0.get(&pool) {
+            return p.clone();
+        }
+        let p = Arc::new(pool);
+        self.0.insert(p.clone());
+        p
+    }
+
+    /// Forgets pools no volume points at any more.
+    fn prune(&mut self) {
+        self.0.retain(|p| Arc::strong_count(p) > 1);
+    }
+}
+
+impl PartialEq for Interned {
+    fn eq(&self, _: &Interned) -> bool {
+        true
+    }
+}
+
+impl bincode::Encode for Interned {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        _: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        Ok(())
+    }
+}
+
+/// The last field of a `State`: by then the volumes have filled the decoder's context.
+impl bincode::Decode<Interned> for Interned {
+    fn decode<D: bincode::de::Decoder<Context = Interned>>(
+        d: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        Ok(std::mem::take(d.context()))
+    }
+}
+
+bincode::impl_borrow_decode_with_context!(Interned, Interned);
 
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
 pub struct SnapshotRecord {
@@ -75,6 +244,7 @@ pub struct SnapshotRecord {
 
 /// Everything the log says, folded.
 #[derive(Debug, Clone, Default, PartialEq, bincode::Encode, bincode::Decode)]
+#[bincode(decode_context = "Interned")]
 pub struct State {
     /// The sequence of the last applied event.
     pub head: u64,
@@ -83,7 +253,15 @@ pub struct State {
     /// Classes managed by a declarative config file: name → file.
     pub declared_classes: BTreeMap<String, String>,
     pub volumes: HashMap<String, VolumeRecord>,
+    /// Must stay the last field (its decoding takes what decoding `volumes` interned).
+    interned: Interned,
 }
+
+/// Prefixes an encoded `State`. A state before format 2 began with the varint of its head,
+/// whose first byte is never 0xFF, so an older checkpoint is refused, never misread.
+const STATE_MAGIC: u8 = 0xFF;
+/// 2: compact volume records (encoded config, interned placement, optional extras).
+const STATE_FORMAT: u8 = 2;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -151,10 +329,12 @@ impl State {
                 if let Some(b) = self.backends.remove(name) {
                     for v in &b.volumes {
                         if let Some(vol) = self.volumes.get_mut(v) {
-                            vol.backend = to.clone();
+                            let pool = vol.pool().to_string();
+                            vol.placed = Some(self.interned.intern(PoolRef::new(to, pool)));
                         }
                     }
                     self.backends.insert(to.clone(), b);
+                    self.interned.prune();
                 }
             }
             BackendEvent::PoolsDiscovered { protocol, pools } => {
@@ -170,6 +350,7 @@ impl State {
             }
             BackendEvent::Purged => {
                 self.backends.remove(name);
+                self.interned.prune();
             }
             BackendEvent::Declared { source } => {
                 if let Some(b) = self.backends.get_mut(name) {
@@ -181,24 +362,8 @@ impl State {
 
     fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
         if let VolumeEvent::Requested { config, size_bytes } = event {
-            let config: &VolumeConfig = config;
-            self.volumes.insert(
-                name.to_string(),
-                VolumeRecord {
-                    config: config.clone(),
-                    size_bytes: *size_bytes,
-                    state: VolumeState::Creating,
-                    backend: String::new(),
-                    pool: String::new(),
-                    access_secrets: None,
-                    candidates: Vec::new(),
-                    failed: Vec::new(),
-                    orphaned: false,
-                    last_error: None,
-                    delete_attempts: 0,
-                    snapshots: BTreeMap::new(),
-                },
-            );
+            self.volumes
+                .insert(name.to_string(), VolumeRecord::new(config, *size_bytes));
             return;
         }
         let Some(vol) = self.volumes.get_mut(name) else {
@@ -206,12 +371,12 @@ impl State {
         };
         match event {
             VolumeEvent::Requested { .. } => unreachable!("handled above"),
-            VolumeEvent::PlacementPlanned { candidates, .. } => {
-                vol.candidates = candidates.clone();
-                vol.failed.clear();
-            }
+            VolumeEvent::PlacementPlanned { candidates, .. } => vol.update_extra(|x| {
+                x.candidates = candidates.clone();
+                x.failed = Vec::new();
+            }),
             VolumeEvent::PlacementAttemptFailed { pool, error } => {
-                vol.failed.push((pool.clone(), error.clone()));
+                vol.update_extra(|x| x.failed.push((pool.clone(), error.clone())));
             }
             VolumeEvent::Created {
                 pool,
@@ -222,16 +387,18 @@ impl State {
                 ..
             } => {
                 vol.state = VolumeState::Online;
-                vol.backend = pool.backend.clone();
-                vol.pool = pool.pool.clone();
-                vol.config.internal_name = internal_name.clone();
-                vol.config.protocol = *protocol;
-                vol.config.access_information = (**access).clone();
-                vol.access_secrets = secrets.clone();
-                // The plan only matters until the outcome: give its memory back (`clear`
-                // would keep the buffer, ~50 B per candidate pool, for every online volume).
-                vol.candidates = Vec::new();
-                vol.failed = Vec::new();
+                vol.placed = Some(self.interned.intern(pool.clone()));
+                vol.update_config(|c| {
+                    c.internal_name = internal_name.clone();
+                    c.protocol = *protocol;
+                    c.access_information = (**access).clone();
+                });
+                // The plan only matters until the outcome: give its memory back.
+                vol.update_extra(|x| {
+                    x.access_secrets = secrets.clone();
+                    x.candidates = Vec::new();
+                    x.failed = Vec::new();
+                });
                 if let Some(b) = self.backends.get_mut(&pool.backend) {
                     b.volumes.insert(name.to_string());
                 }
@@ -242,13 +409,13 @@ impl State {
             VolumeEvent::DeleteRequested => {
                 vol.state = VolumeState::Deleting;
             }
-            VolumeEvent::DeleteFailed { error, attempt } => {
-                vol.last_error = Some(error.clone());
-                vol.delete_attempts = *attempt;
-            }
+            VolumeEvent::DeleteFailed { error, attempt } => vol.update_extra(|x| {
+                x.last_error = Some(error.clone());
+                x.delete_attempts = *attempt;
+            }),
             VolumeEvent::Deleted => {
                 if let Some(vol) = self.volumes.remove(name)
-                    && let Some(b) = self.backends.get_mut(&vol.backend)
+                    && let Some(b) = self.backends.get_mut(vol.backend())
                 {
                     b.volumes.remove(name);
                 }
@@ -283,22 +450,46 @@ impl State {
                 vol.snapshots.remove(snapshot);
             }
             VolumeEvent::Resized { size, size_bytes } => {
-                vol.config.size = size.clone();
+                vol.update_config(|c| c.size = size.clone());
                 vol.size_bytes = *size_bytes;
             }
         }
     }
 
-    /// Encodes the state for a checkpoint.
+    /// Encodes the state for a checkpoint: the format, then the bincode of the state.
     pub fn encode(&self) -> Vec<u8> {
-        bincode::encode_to_vec(self, bincode::config::standard())
-            .expect("encoding to a Vec cannot fail")
+        let mut out = vec![STATE_MAGIC, STATE_FORMAT];
+        bincode::encode_into_std_write(self, &mut out, bincode::config::standard())
+            .expect("encoding to a Vec cannot fail");
+        out
     }
 
+    /// Decodes what [`State::encode`] wrote; refuses another format (an older checkpoint: the
+    /// caller replays the whole log instead).
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
-        bincode::decode_from_slice(bytes, bincode::config::standard())
-            .map(|(s, _)| s)
-            .map_err(|e| e.to_string())
+        match bytes {
+            [STATE_MAGIC, STATE_FORMAT, body @ ..] => {
+                let (state, used) = bincode::decode_from_slice_with_context(
+                    body,
+                    bincode::config::standard(),
+                    Interned::default(),
+                )
+                .map_err(|e| e.to_string())?;
+                if used != body.len() {
+                    return Err(format!(
+                        "{} bytes after the encoded state",
+                        body.len() - used
+                    ));
+                }
+                Ok(state)
+            }
+            [STATE_MAGIC, format, ..] => Err(format!(
+                "state format {format}, this build reads format {STATE_FORMAT}"
+            )),
+            _ => Err(format!(
+                "not a state of format {STATE_FORMAT} (an older checkpoint)"
+            )),
+        }
     }
 }
 
@@ -339,5 +530,175 @@ impl Projection {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::AccessInfo;
+
+    fn volume(name: &str, pool: &str) -> [Event; 3] {
+        let config = VolumeConfig {
+            name: name.into(),
+            size: "1Gi".into(),
+            ..Default::default()
+        };
+        let pool = PoolRef::new("b1", pool);
+        [
+            Event::volume(
+                name,
+                VolumeEvent::Requested {
+                    config: Box::new(config),
+                    size_bytes: 1 << 30,
+                },
+            ),
+            Event::volume(
+                name,
+                VolumeEvent::PlacementPlanned {
+                    candidates: vec![pool.clone()],
+                    seed: 1,
+                },
+            ),
+            Event::volume(
+                name,
+                VolumeEvent::Created {
+                    pool,
+                    internal_name: format!("trident-{name}"),
+                    protocol: Protocol::File,
+                    access: Box::new(AccessInfo {
+                        nfs_path: format!("/trident-{name}"),
+                        ..Default::default()
+                    }),
+                    secrets: None,
+                    adopted: false,
+                },
+            ),
+        ]
+    }
+
+    fn folded() -> State {
+        let mut state = State::default();
+        let events = [volume("v1", "p1"), volume("v2", "p1"), volume("v3", "p2")];
+        for (seq, ev) in events.iter().flatten().enumerate() {
+            state.apply(seq as u64 + 1, ev);
+        }
+        state.apply(
+            10,
+            &Event::volume(
+                "v2",
+                VolumeEvent::Resized {
+                    size: "2Gi".into(),
+                    size_bytes: 2 << 30,
+                },
+            ),
+        );
+        state
+    }
+
+    #[test]
+    fn a_record_keeps_its_config_encoded_and_its_plan_only_while_creating() {
+        let mut state = State::default();
+        let [requested, planned, created] = volume("v1", "p1");
+        state.apply(1, &requested);
+        state.apply(2, &planned);
+        let v = &state.volumes["v1"];
+        assert_eq!(v.candidates(), [PoolRef::new("b1", "p1")]);
+        assert_eq!((v.backend(), v.pool()), ("", ""));
+        assert_eq!(v.config().size, "1Gi");
+        state.apply(3, &created);
+        let v = &state.volumes["v1"];
+        assert!(v.extra.is_none(), "an online volume has no extras");
+        assert_eq!((v.backend(), v.pool()), ("b1", "p1"));
+        let config = v.config();
+        assert_eq!(config.internal_name, "trident-v1");
+        assert_eq!(config.access_information.nfs_path, "/trident-v1");
+
+        let state = folded();
+        assert_eq!(state.volumes["v2"].config().size, "2Gi");
+        assert_eq!(state.volumes["v2"].size_bytes, 2 << 30);
+        let (a, b) = (&state.volumes["v1"].placed, &state.volumes["v2"].placed);
+        assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
+    }
+
+    #[test]
+    fn a_checkpoint_round_trips_and_shares_placements_again() {
+        let state = folded();
+        let back = State::decode(&state.encode()).unwrap();
+        assert_eq!(back, state);
+        assert_eq!(back.volumes["v3"].pool(), "p2");
+        let (a, b) = (&back.volumes["v1"].placed, &back.volumes["v2"].placed);
+        assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
+        assert_eq!(back.interned.0.len(), 2);
+    }
+
+    /// The layout before format 2, as its checkpoints hold it: plain bincode of the state.
+    #[derive(bincode::Encode)]
+    struct OldVolumeRecord {
+        config: VolumeConfig,
+        size_bytes: u64,
+        state: VolumeState,
+        backend: String,
+        pool: String,
+        access_secrets: Option<Sealed>,
+        candidates: Vec<PoolRef>,
+        failed: Vec<(PoolRef, String)>,
+        orphaned: bool,
+        last_error: Option<String>,
+        delete_attempts: u32,
+        snapshots: BTreeMap<String, SnapshotRecord>,
+    }
+
+    #[derive(bincode::Encode)]
+    struct OldState {
+        head: u64,
+        backends: BTreeMap<String, BackendRecord>,
+        classes: BTreeMap<String, StorageClassConfig>,
+        declared_classes: BTreeMap<String, String>,
+        volumes: HashMap<String, OldVolumeRecord>,
+    }
+
+    #[test]
+    fn an_old_format_checkpoint_is_refused() {
+        let state = folded();
+        for head in [0, 7, 250, 251, 70_000, 1 << 40, u64::MAX] {
+            let old = OldState {
+                head,
+                backends: BTreeMap::new(),
+                classes: BTreeMap::new(),
+                declared_classes: BTreeMap::new(),
+                volumes: state
+                    .volumes
+                    .iter()
+                    .map(|(n, v)| {
+                        let old = OldVolumeRecord {
+                            config: v.config(),
+                            size_bytes: v.size_bytes,
+                            state: v.state,
+                            backend: v.backend().into(),
+                            pool: v.pool().into(),
+                            access_secrets: None,
+                            candidates: Vec::new(),
+                            failed: Vec::new(),
+                            orphaned: false,
+                            last_error: None,
+                            delete_attempts: 0,
+                            snapshots: BTreeMap::new(),
+                        };
+                        (n.clone(), old)
+                    })
+                    .collect(),
+            };
+            let bytes = bincode::encode_to_vec(&old, bincode::config::standard()).unwrap();
+            let err = State::decode(&bytes).unwrap_err();
+            assert!(err.contains("older checkpoint"), "head {head}: {err}");
+        }
+        // Another format of this prefix, or trailing bytes, are refused too.
+        let mut bytes = state.encode();
+        bytes[1] = STATE_FORMAT + 1;
+        assert!(State::decode(&bytes).unwrap_err().contains("state format"));
+        let mut bytes = state.encode();
+        bytes.push(0);
+        assert!(State::decode(&bytes).is_err());
     }
 }

@@ -290,9 +290,9 @@ fn objects(state: &State) -> Objects {
         .map(|name| {
             let v = &state.volumes[name];
             json!({
-                "Config": v.config,
-                "backend": v.backend,
-                "pool": v.pool,
+                "Config": v.config(),
+                "backend": v.backend(),
+                "pool": v.pool(),
                 "orphaned": v.orphaned,
                 "state": v.state.as_str(),
                 "sizeBytes": v.size_bytes,
