@@ -915,3 +915,87 @@ async fn local_volumes_become_local_pvs_pinned_to_the_node() {
     assert!(!Path::new(path).exists(), "{path} removed");
     env.stop().await;
 }
+
+/// A SAN volume with CHAP: an `iscsi` PV pointing at a `trident-chap-…` Secret in storch's
+/// namespace that holds the credentials; the secrets appear nowhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chap_volumes_get_an_iscsi_pv_and_a_chap_secret() {
+    use base64::Engine;
+    let env = Env::start().await;
+    let mut san = fake_backend("san_1", "block", &[("p1", ssd())]);
+    san["useCHAP"] = json!(true);
+    env.add_backend(san).await;
+    env.create(&fake_class("blocks", "  media: ssd\n", ""))
+        .await;
+    env.create(&pvc_yaml(
+        "db",
+        Some("blocks"),
+        "  annotations:\n    trident.netapp.io/protocol: block\n    trident.netapp.io/fileSystem: xfs\n",
+    ))
+    .await;
+    let pv = env.bound("default", "db").await;
+    let iscsi = &pv["spec"]["iscsi"];
+    assert_eq!(iscsi["iqn"], storch::drivers::fake::ISCSI_TARGET_IQN);
+    assert_eq!(
+        iscsi["targetPortal"],
+        storch::drivers::fake::ISCSI_TARGET_PORTAL
+    );
+    assert_eq!(iscsi["fsType"], "xfs");
+    assert_eq!(iscsi["chapAuthDiscovery"], true);
+    assert_eq!(iscsi["chapAuthSession"], true);
+    let secret_name = "trident-chap-san-1-fake-chap-san-1";
+    assert_eq!(
+        iscsi["secretRef"],
+        json!({"name": secret_name, "namespace": "storch"})
+    );
+    let secret = env
+        .kube
+        .get("secrets", Some("storch"), secret_name)
+        .expect("the CHAP secret");
+    assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
+    let data = |key: &str| {
+        let b64 = secret["data"][key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key}"));
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    for prefix in ["discovery.sendtargets.auth", "node.session.auth"] {
+        assert_eq!(data(&format!("{prefix}.username")), "fake-chap-san_1");
+        assert_eq!(
+            data(&format!("{prefix}.password")),
+            storch::drivers::fake::CHAP_INITIATOR_SECRET
+        );
+        assert_eq!(data(&format!("{prefix}.username_in")), "fake-chap-san_1");
+        assert_eq!(
+            data(&format!("{prefix}.password_in")),
+            storch::drivers::fake::CHAP_TARGET_SECRET
+        );
+    }
+    // Nowhere else: not in the PV, not in the API's view of the volume, not in any event.
+    let everything_but_the_secret = [
+        serde_json::to_string(&env.kube.list("persistentvolumes", None)).unwrap(),
+        serde_json::to_string(&env.kube.list("events.events.k8s.io", None)).unwrap(),
+        format!(
+            "{:?}",
+            env.core()
+                .get_volume(&env.volume_name("default", "db"))
+                .unwrap()
+        ),
+    ]
+    .join(" ");
+    for secret in [
+        storch::drivers::fake::CHAP_INITIATOR_SECRET,
+        storch::drivers::fake::CHAP_TARGET_SECRET,
+    ] {
+        assert!(
+            !everything_but_the_secret.contains(secret),
+            "{secret} leaked"
+        );
+    }
+    env.stop().await;
+}

@@ -34,6 +34,9 @@
 //!   with `Unavailable` (retryable) before touching the array. 0.0 never fails, 1.0 always.
 //! - `failPools`: `{"<pool>": "<message>"}`: every create or clone on that pool fails with
 //!   `Other(<message>)`. The pools must be configured.
+//! - `useCHAP`: `true` gives block volumes CHAP credentials in their access information (user
+//!   `fake-chap-<instanceName>`, fixed initiator and target secrets), as a SAN array with
+//!   CHAP would; for tests of what frontends do with them.
 //! - `failDestroy`: `"<message>"`: every destroy of a volume the array holds fails with
 //!   `Unavailable(<message>)` (retryable), as on an array that refuses deletes for a while;
 //!   update the backend without it (with a `statePath`, so the volumes survive) to recover.
@@ -280,6 +283,8 @@ pub struct FakeDriver {
     failure_rate: f64,
     /// `failDestroy` message.
     fail_destroy: Option<String>,
+    /// `useCHAP`.
+    chap: bool,
     // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
     #[allow(dead_code)]
     username: Option<Secret>,
@@ -401,6 +406,12 @@ impl FakeDriver {
             Some(other) => return Err(wrong_type("failDestroy", "a string", Some(other))),
         };
 
+        let chap = match field(obj, "useCHAP") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => return Err(wrong_type("useCHAP", "a boolean", Some(other))),
+        };
+
         let username = opt_str(obj, "username")?.map(|s| Secret(s.to_string()));
         let password = opt_str(obj, "password")?.map(|s| Secret(s.to_string()));
 
@@ -433,6 +444,7 @@ impl FakeDriver {
             latency,
             failure_rate,
             fail_destroy,
+            chap,
             username,
             password,
             persister,
@@ -486,7 +498,7 @@ impl FakeDriver {
             internal_name: name.to_string(),
             pool: self.pools[v.pool].info.name.clone(),
             size_bytes: v.size_bytes,
-            access: access(name, v.protocol),
+            access: self.access(name, v.protocol),
         }
     }
 
@@ -569,6 +581,22 @@ impl FakeDriver {
         }
         free[pool] = available - size;
         Ok(())
+    }
+}
+
+/// The CHAP secrets of `useCHAP` block volumes.
+pub const CHAP_INITIATOR_SECRET: &str = "fake-initiator-secret";
+pub const CHAP_TARGET_SECRET: &str = "fake-target-secret";
+
+impl FakeDriver {
+    fn access(&self, internal_name: &str, protocol: Protocol) -> AccessInfo {
+        let mut access = access(internal_name, protocol);
+        if self.chap && protocol == Protocol::Block {
+            access.iscsi_username = format!("fake-chap-{}", self.instance_name);
+            access.iscsi_initiator_secret = CHAP_INITIATOR_SECRET.to_string();
+            access.iscsi_target_secret = CHAP_TARGET_SECRET.to_string();
+        }
+        access
     }
 }
 
@@ -1040,7 +1068,7 @@ impl StorageDriver for FakeDriver {
             .volumes
             .get(internal_name)
             .ok_or_else(|| not_found(internal_name))?;
-        Ok(access(internal_name, v.protocol))
+        Ok(self.access(internal_name, v.protocol))
     }
 }
 
@@ -1769,6 +1797,20 @@ mod tests {
         d.destroy("nothing").await.unwrap();
         let msg = invalid(cfg(json!({"failDestroy": 1})));
         assert!(msg.contains("failDestroy"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn use_chap_gives_block_volumes_credentials() {
+        let d = driver(json!({"useCHAP": true, "protocol": "block"}));
+        let mut r = req("v", "p1", GIB);
+        r.config.protocol = Protocol::Block;
+        let info = d.create(&r).await.unwrap();
+        assert_eq!(info.access.iscsi_username, "fake-chap-fake1");
+        assert_eq!(info.access.iscsi_initiator_secret, CHAP_INITIATOR_SECRET);
+        assert_eq!(info.access.iscsi_target_secret, CHAP_TARGET_SECRET);
+        assert_eq!(d.access_info("v").await.unwrap(), info.access);
+        let msg = invalid(cfg(json!({"useCHAP": "yes"})));
+        assert!(msg.contains("useCHAP"), "{msg}");
     }
 
     // ---- statePath ----
