@@ -201,35 +201,26 @@ pub fn annotation<'a>(pvc: &'a PersistentVolumeClaim, key: &str) -> Option<&'a s
 pub fn quantity_bytes(q: &str) -> Result<u64, String> {
     let s = q.trim();
     let bad = || format!("{q:?} is not a valid quantity");
-    let (number, factor): (&str, f64) = if let Some(n) = s.strip_suffix("Ki") {
-        (n, 1024f64)
-    } else if let Some(n) = s.strip_suffix("Mi") {
-        (n, 1024f64.powi(2))
-    } else if let Some(n) = s.strip_suffix("Gi") {
-        (n, 1024f64.powi(3))
-    } else if let Some(n) = s.strip_suffix("Ti") {
-        (n, 1024f64.powi(4))
-    } else if let Some(n) = s.strip_suffix("Pi") {
-        (n, 1024f64.powi(5))
-    } else if let Some(n) = s.strip_suffix("Ei") {
-        (n, 1024f64.powi(6))
-    } else if let Some(n) = s.strip_suffix('k') {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix('M') {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix('G') {
-        (n, 1e9)
-    } else if let Some(n) = s.strip_suffix('T') {
-        (n, 1e12)
-    } else if let Some(n) = s.strip_suffix('P') {
-        (n, 1e15)
-    } else if let Some(n) = s.strip_suffix('E') {
-        (n, 1e18)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 1e-3)
-    } else {
-        (s, 1.0)
-    };
+    // Binary suffixes first: `Mi` must not be read as `M` followed by junk.
+    const SUFFIXES: [(&str, f64); 13] = [
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+        ("m", 1e-3),
+    ];
+    let (number, factor) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, factor)| s.strip_suffix(suffix).map(|n| (n, *factor)))
+        .unwrap_or((s, 1.0));
     if number.is_empty()
         || !number
             .chars()
