@@ -607,7 +607,7 @@ impl Core {
             pools,
             online: rec.online,
             state,
-            volumes: rec.volumes.into_iter().collect(),
+            volumes: rec.volumes.iter().map(String::from).collect(),
         })
     }
 
@@ -844,7 +844,7 @@ impl Core {
         let mut names: Vec<String> = self
             .shared
             .projection
-            .read(|s| s.volumes.keys().cloned().collect());
+            .read(|s| s.volumes.keys().map(String::from).collect());
         names.sort();
         Ok(names)
     }
@@ -929,11 +929,11 @@ impl Core {
     pub fn list_snapshots(&self, volume: Option<&str>) -> Result<Vec<SnapshotView>, CoreError> {
         self.shared.ensure_ready()?;
         let mut out: Vec<SnapshotView> = self.shared.projection.read(|s| {
-            let views = |name: &String, v: &crate::projections::VolumeRecord| {
-                v.snapshots
+            let views = |name: &str, v: &crate::projections::VolumeRecord| {
+                v.snapshots()
                     .iter()
                     .map(|(snap, r)| SnapshotView {
-                        volume: name.clone(),
+                        volume: name.to_string(),
                         name: snap.clone(),
                         created_ms: r.created_ms,
                         size_bytes: r.size_bytes,

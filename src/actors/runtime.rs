@@ -180,9 +180,9 @@ async fn boot(shared: Arc<Shared>) {
         .volumes
         .iter()
         .filter(|(_, v)| {
-            v.state != VolumeState::Online || v.snapshots.values().any(|s| s.created_ms.is_none())
+            v.state != VolumeState::Online || v.snapshots().values().any(|s| s.created_ms.is_none())
         })
-        .map(|(n, _)| n.clone())
+        .map(|(n, _)| n.to_string())
         .collect();
     shared.projection.replace(state);
     let appender = log.start_writer(Arc::new(super::audit::Sink {

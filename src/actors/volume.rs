@@ -326,7 +326,7 @@ fn clone_plan(
     config.version = "1".to_string();
     if !config.clone_source_snapshot.is_empty()
         && source
-            .snapshots
+            .snapshots()
             .get(&config.clone_source_snapshot)
             .is_none_or(|s| s.created_ms.is_none())
     {
@@ -713,7 +713,7 @@ async fn create_snapshot(
     msg: CreateSnapshot,
 ) -> Result<(), CoreError> {
     let (rec, pool) = online(shared, name)?;
-    if rec.snapshots.contains_key(&msg.snapshot) {
+    if rec.snapshots().contains_key(&msg.snapshot) {
         return Err(CoreError::AlreadyExists(format!(
             "snapshot {} of volume {name} already exists",
             msg.snapshot
@@ -808,7 +808,7 @@ async fn delete_snapshot(
     msg: DeleteSnapshot,
 ) -> Result<(), CoreError> {
     let (rec, pool) = online(shared, name)?;
-    if !rec.snapshots.contains_key(&msg.snapshot) {
+    if !rec.snapshots().contains_key(&msg.snapshot) {
         return Err(CoreError::NotFound(format!(
             "snapshot {} of volume {name} not found",
             msg.snapshot
@@ -861,7 +861,7 @@ async fn resize(shared: &Arc<Shared>, name: &str, msg: ResizeVolume) -> Result<(
 async fn reconcile_snapshots(shared: &Arc<Shared>, name: &str, rec: &VolumeRecord) -> bool {
     let pool = PoolRef::new(rec.backend(), rec.pool());
     let mut retry = false;
-    for (snap, s) in &rec.snapshots {
+    for (snap, s) in rec.snapshots() {
         if s.created_ms.is_none()
             && let Err(CoreError::Unavailable(_)) =
                 finish_snapshot(shared, name, "reconcile", rec, &pool, snap).await

@@ -6,8 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use serde::Serialize;
+
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig};
+
+mod config_codec;
 
 /// A volume's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bincode::Encode, bincode::Decode)]
@@ -30,6 +34,7 @@ impl VolumeState {
 }
 
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
+#[bincode(decode_context = "Interned")]
 pub struct BackendRecord {
     pub driver: String,
     /// The config document without secrets (JSON text).
@@ -39,27 +44,27 @@ pub struct BackendRecord {
     pub pools: Vec<PoolInfo>,
     /// Trident's `online`: false once a user deleted it while it still had volumes.
     pub online: bool,
-    pub volumes: BTreeSet<String>,
+    /// Its volumes (created ones), by name; each name is the one the state's volume map holds.
+    pub volumes: VolumeNames,
     /// The declarative config file that manages it, if any.
     pub declared_by: Option<String>,
 }
 
-/// One volume, kept small: a million of them live in memory. The hot fields are plain; the
-/// Trident config (with its access information) is kept bincode-encoded and decoded on demand
+/// One volume, kept small: a million of them live in memory (48 bytes, boxed in
+/// [`Volumes`]). The hot fields are plain; the Trident config (with its access information) is
+/// kept in a compact encoding that skips empty fields and is decoded on demand
 /// ([`VolumeRecord::config`]); where it lives is an interned `PoolRef`; what only matters
-/// while a placement or a delete is under way sits behind one optional box.
+/// while a placement or a delete is under way, and snapshots, sit behind one optional box.
 #[derive(Debug, Clone, PartialEq, bincode::Encode)]
 pub struct VolumeRecord {
-    /// The bincode encoding of the config as requested, then completed (internal name,
-    /// protocol, access info without secrets) when created.
+    /// The compact encoding (`config_codec`) of the config as requested, then completed
+    /// (internal name, protocol, access info without secrets) when created.
     config: Box<[u8]>,
     pub size_bytes: u64,
     pub state: VolumeState,
     pub orphaned: bool,
     /// Where the array put it; `None` until created. Shared by every volume of that pool.
     placed: Option<Arc<PoolRef>>,
-    /// Snapshots by name.
-    pub snapshots: BTreeMap<String, SnapshotRecord>,
     /// `None` when all of its fields are empty (the common case, an online volume).
     extra: Option<Box<VolumeExtra>>,
 }
@@ -67,6 +72,8 @@ pub struct VolumeRecord {
 /// The rarely set part of a volume record.
 #[derive(Debug, Clone, Default, PartialEq, bincode::Encode, bincode::Decode)]
 struct VolumeExtra {
+    /// Snapshots by name.
+    snapshots: BTreeMap<String, SnapshotRecord>,
     access_secrets: Option<Sealed>,
     /// The placement plan, in order (only while creating).
     candidates: Vec<PoolRef>,
@@ -76,33 +83,28 @@ struct VolumeExtra {
     delete_attempts: u32,
 }
 
-fn encode_config(config: &VolumeConfig) -> Box<[u8]> {
-    bincode::encode_to_vec(config, bincode::config::standard())
-        .expect("encoding to a Vec cannot fail")
-        .into_boxed_slice()
-}
+static NO_SNAPSHOTS: BTreeMap<String, SnapshotRecord> = BTreeMap::new();
 
 impl VolumeRecord {
     fn new(config: &VolumeConfig, size_bytes: u64) -> VolumeRecord {
         VolumeRecord {
-            config: encode_config(config),
+            config: config_codec::encode(config),
             size_bytes,
             state: VolumeState::Creating,
             orphaned: false,
             placed: None,
-            snapshots: BTreeMap::new(),
             extra: None,
         }
     }
 
     /// The config as requested, completed when created (decoded: call it once per use).
     pub fn config(&self) -> VolumeConfig {
-        match bincode::decode_from_slice(&self.config, bincode::config::standard()) {
-            Ok((config, _)) => config,
+        match config_codec::decode(&self.config) {
+            Some(config) => config,
             // Only this build encodes it (checkpoints of other formats are refused), so this
             // cannot happen short of memory corruption.
-            Err(e) => {
-                tracing::error!(error = %e, "a volume record's config does not decode");
+            None => {
+                tracing::error!("a volume record's config does not decode");
                 VolumeConfig::default()
             }
         }
@@ -111,7 +113,7 @@ impl VolumeRecord {
     fn update_config(&mut self, f: impl FnOnce(&mut VolumeConfig)) {
         let mut config = self.config();
         f(&mut config);
-        self.config = encode_config(&config);
+        self.config = config_codec::encode(&config);
     }
 
     /// The backend and pool the array put it on; `None` until created.
@@ -127,6 +129,11 @@ impl VolumeRecord {
     /// Empty until created (and for clones, as Trident shows them).
     pub fn pool(&self) -> &str {
         self.placed.as_ref().map_or("", |p| p.pool.as_str())
+    }
+
+    /// Snapshots by name.
+    pub fn snapshots(&self) -> &BTreeMap<String, SnapshotRecord> {
+        self.extra.as_ref().map_or(&NO_SNAPSHOTS, |e| &e.snapshots)
     }
 
     pub fn access_secrets(&self) -> Option<&Sealed> {
@@ -171,7 +178,6 @@ impl bincode::Decode<Interned> for VolumeRecord {
         let state = VolumeState::decode(d)?;
         let orphaned = bool::decode(d)?;
         let placed = Option::<PoolRef>::decode(d)?.map(|p| d.context().intern(p));
-        let snapshots = BTreeMap::decode(d)?;
         let extra = Option::<Box<VolumeExtra>>::decode(d)?;
         Ok(VolumeRecord {
             config,
@@ -179,7 +185,6 @@ impl bincode::Decode<Interned> for VolumeRecord {
             state,
             orphaned,
             placed,
-            snapshots,
             extra,
         })
     }
@@ -189,23 +194,37 @@ bincode::impl_borrow_decode_with_context!(VolumeRecord, Interned);
 
 /// The shared `PoolRef`s volume records point at: one allocation per pool, not two strings
 /// per volume. A cache, not state: it is not encoded (decoding a state rebuilds it) and
-/// always compares equal.
+/// always compares equal. While a state is decoded it also holds the volume names the
+/// backends' sets decoded, so the volume map shares them.
 #[derive(Debug, Clone, Default)]
-pub struct Interned(HashSet<Arc<PoolRef>>);
+pub struct Interned {
+    pools: HashSet<Arc<PoolRef>>,
+    /// Only while decoding.
+    names: HashSet<Arc<str>>,
+}
 
 impl Interned {
     fn intern(&mut self, pool: PoolRef) -> Arc<PoolRef> {
-        if let Some(p) = self.0.get(&pool) {
+        if let Some(p) = self.pools.get(&pool) {
             return p.clone();
         }
         let p = Arc::new(pool);
-        self.0.insert(p.clone());
+        self.pools.insert(p.clone());
         p
     }
 
     /// Forgets pools no volume points at any more.
     fn prune(&mut self) {
-        self.0.retain(|p| Arc::strong_count(p) > 1);
+        self.pools.retain(|p| Arc::strong_count(p) > 1);
+    }
+
+    fn name(&mut self, name: String) -> Arc<str> {
+        if let Some(n) = self.names.get(name.as_str()) {
+            return n.clone();
+        }
+        let n: Arc<str> = name.into();
+        self.names.insert(n.clone());
+        n
     }
 }
 
@@ -229,11 +248,170 @@ impl bincode::Decode<Interned> for Interned {
     fn decode<D: bincode::de::Decoder<Context = Interned>>(
         d: &mut D,
     ) -> Result<Self, bincode::error::DecodeError> {
-        Ok(std::mem::take(d.context()))
+        Ok(Interned {
+            pools: std::mem::take(&mut d.context().pools),
+            names: HashSet::new(),
+        })
     }
 }
 
 bincode::impl_borrow_decode_with_context!(Interned, Interned);
+
+/// A backend's volume names: the same `Arc<str>`s the volume map's keys are, so a name is
+/// stored once. Read it as `&str`s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeNames(BTreeSet<Arc<str>>);
+
+impl VolumeNames {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    /// Sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|n| &**n)
+    }
+}
+
+impl<'a> IntoIterator for &'a VolumeNames {
+    type Item = &'a str;
+    type IntoIter =
+        std::iter::Map<std::collections::btree_set::Iter<'a, Arc<str>>, fn(&Arc<str>) -> &str>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|n| &**n)
+    }
+}
+
+impl Serialize for VolumeNames {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl bincode::Encode for VolumeNames {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        e: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        (self.0.len() as u64).encode(e)?;
+        for n in &self.0 {
+            n.as_ref().encode(e)?;
+        }
+        Ok(())
+    }
+}
+
+impl bincode::Decode<Interned> for VolumeNames {
+    fn decode<D: bincode::de::Decoder<Context = Interned>>(
+        d: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        let len = u64::decode(d)?;
+        let mut names = BTreeSet::new();
+        for _ in 0..len {
+            let name = String::decode(d)?;
+            names.insert(d.context().name(name));
+        }
+        Ok(VolumeNames(names))
+    }
+}
+
+bincode::impl_borrow_decode_with_context!(VolumeNames, Interned);
+
+/// Every volume by name. Each record is boxed, so the hash table's empty buckets cost 24
+/// bytes (the name and a pointer) rather than a whole record; each name is an `Arc<str>`
+/// shared with its backend's [`VolumeNames`]. Read by `&str`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Volumes(HashMap<Arc<str>, Box<VolumeRecord>>);
+
+impl Volumes {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&VolumeRecord> {
+        self.0.get(name).map(|v| &**v)
+    }
+
+    pub fn get_key_value(&self, name: &str) -> Option<(&str, &VolumeRecord)> {
+        self.0.get_key_value(name).map(|(n, v)| (&**n, &**v))
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    /// In no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &VolumeRecord)> {
+        self.0.iter().map(|(n, v)| (&**n, &**v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(|n| &**n)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &VolumeRecord> {
+        self.0.values().map(|v| &**v)
+    }
+}
+
+impl std::ops::Index<&str> for Volumes {
+    type Output = VolumeRecord;
+
+    fn index(&self, name: &str) -> &VolumeRecord {
+        self.get(name).unwrap_or_else(|| panic!("no volume {name}"))
+    }
+}
+
+impl bincode::Encode for Volumes {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        e: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        (self.0.len() as u64).encode(e)?;
+        for (n, v) in &self.0 {
+            n.as_ref().encode(e)?;
+            v.encode(e)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reuses the names the backends' sets decoded (they come first in a `State`).
+impl bincode::Decode<Interned> for Volumes {
+    fn decode<D: bincode::de::Decoder<Context = Interned>>(
+        d: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        let len = usize::try_from(u64::decode(d)?)
+            .map_err(|_| bincode::error::DecodeError::Other("too many volumes"))?;
+        d.claim_container_read::<(Arc<str>, Box<VolumeRecord>)>(len)?;
+        let mut map = HashMap::with_capacity(len);
+        for _ in 0..len {
+            let name = String::decode(d)?;
+            let name = match d.context().names.get(name.as_str()) {
+                Some(n) => n.clone(),
+                None => name.into(),
+            };
+            let record = VolumeRecord::decode(d)?;
+            map.insert(name, Box::new(record));
+        }
+        Ok(Volumes(map))
+    }
+}
+
+bincode::impl_borrow_decode_with_context!(Volumes, Interned);
 
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
 pub struct SnapshotRecord {
@@ -252,7 +430,7 @@ pub struct State {
     pub classes: BTreeMap<String, StorageClassConfig>,
     /// Classes managed by a declarative config file: name → file.
     pub declared_classes: BTreeMap<String, String>,
-    pub volumes: HashMap<String, VolumeRecord>,
+    pub volumes: Volumes,
     /// Must stay the last field (its decoding takes what decoding `volumes` interned).
     interned: Interned,
 }
@@ -261,7 +439,8 @@ pub struct State {
 /// whose first byte is never 0xFF, so an older checkpoint is refused, never misread.
 const STATE_MAGIC: u8 = 0xFF;
 /// 2: compact volume records (encoded config, interned placement, optional extras).
-const STATE_FORMAT: u8 = 2;
+/// 3: the config in `config_codec` (empty fields skipped), snapshots among the extras.
+const STATE_FORMAT: u8 = 3;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -308,7 +487,7 @@ impl State {
                         protocol: Protocol::Any,
                         pools: Vec::new(),
                         online: true,
-                        volumes: BTreeSet::new(),
+                        volumes: VolumeNames::default(),
                         declared_by: None,
                     },
                 );
@@ -327,8 +506,8 @@ impl State {
             }
             BackendEvent::Renamed { to } => {
                 if let Some(b) = self.backends.remove(name) {
-                    for v in &b.volumes {
-                        if let Some(vol) = self.volumes.get_mut(v) {
+                    for v in &b.volumes.0 {
+                        if let Some(vol) = self.volumes.0.get_mut(&**v) {
                             let pool = vol.pool().to_string();
                             vol.placed = Some(self.interned.intern(PoolRef::new(to, pool)));
                         }
@@ -362,11 +541,13 @@ impl State {
 
     fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
         if let VolumeEvent::Requested { config, size_bytes } = event {
-            self.volumes
-                .insert(name.to_string(), VolumeRecord::new(config, *size_bytes));
+            self.volumes.0.insert(
+                name.into(),
+                Box::new(VolumeRecord::new(config, *size_bytes)),
+            );
             return;
         }
-        let Some(vol) = self.volumes.get_mut(name) else {
+        let Some(vol) = self.volumes.0.get_mut(name) else {
             return;
         };
         match event {
@@ -399,12 +580,14 @@ impl State {
                     x.candidates = Vec::new();
                     x.failed = Vec::new();
                 });
-                if let Some(b) = self.backends.get_mut(&pool.backend) {
-                    b.volumes.insert(name.to_string());
+                if let Some(b) = self.backends.get_mut(&pool.backend)
+                    && let Some((name, _)) = self.volumes.0.get_key_value(name)
+                {
+                    b.volumes.0.insert(name.clone());
                 }
             }
             VolumeEvent::CreationFailed { .. } => {
-                self.volumes.remove(name);
+                self.volumes.0.remove(name);
             }
             VolumeEvent::DeleteRequested => {
                 vol.state = VolumeState::Deleting;
@@ -414,41 +597,41 @@ impl State {
                 x.delete_attempts = *attempt;
             }),
             VolumeEvent::Deleted => {
-                if let Some(vol) = self.volumes.remove(name)
+                if let Some(vol) = self.volumes.0.remove(name)
                     && let Some(b) = self.backends.get_mut(vol.backend())
                 {
-                    b.volumes.remove(name);
+                    b.volumes.0.remove(name);
                 }
             }
             VolumeEvent::OrphanedChanged { orphaned } => {
                 vol.orphaned = *orphaned;
             }
-            VolumeEvent::SnapshotRequested { snapshot } => {
-                vol.snapshots.insert(
+            VolumeEvent::SnapshotRequested { snapshot } => vol.update_extra(|x| {
+                x.snapshots.insert(
                     snapshot.clone(),
                     SnapshotRecord {
                         created_ms: None,
                         size_bytes: 0,
                     },
                 );
-            }
+            }),
             VolumeEvent::SnapshotCreated {
                 snapshot,
                 created_ms,
                 size_bytes,
-            } => {
-                vol.snapshots.insert(
+            } => vol.update_extra(|x| {
+                x.snapshots.insert(
                     snapshot.clone(),
                     SnapshotRecord {
                         created_ms: Some(*created_ms),
                         size_bytes: *size_bytes,
                     },
                 );
-            }
+            }),
             VolumeEvent::SnapshotCreationFailed { snapshot, .. }
-            | VolumeEvent::SnapshotDeleted { snapshot } => {
-                vol.snapshots.remove(snapshot);
-            }
+            | VolumeEvent::SnapshotDeleted { snapshot } => vol.update_extra(|x| {
+                x.snapshots.remove(snapshot);
+            }),
             VolumeEvent::Resized { size, size_bytes } => {
                 vol.update_config(|c| c.size = size.clone());
                 vol.size_bytes = *size_bytes;
@@ -609,6 +792,7 @@ mod tests {
         state.apply(3, &created);
         let v = &state.volumes["v1"];
         assert!(v.extra.is_none(), "an online volume has no extras");
+        assert_eq!(std::mem::size_of::<VolumeRecord>(), 48);
         assert_eq!((v.backend(), v.pool()), ("b1", "p1"));
         let config = v.config();
         assert_eq!(config.internal_name, "trident-v1");
@@ -629,7 +813,64 @@ mod tests {
         assert_eq!(back.volumes["v3"].pool(), "p2");
         let (a, b) = (&back.volumes["v1"].placed, &back.volumes["v2"].placed);
         assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
-        assert_eq!(back.interned.0.len(), 2);
+        assert_eq!(back.interned.pools.len(), 2);
+        assert!(back.interned.names.is_empty());
+    }
+
+    #[test]
+    fn a_volume_name_is_stored_once_and_shared_again_after_a_checkpoint() {
+        let mut state = State::default();
+        state.apply(
+            1,
+            &Event::backend(
+                "b1",
+                BackendEvent::Added {
+                    driver: "fake".into(),
+                    config: "{}".into(),
+                    secrets: None,
+                },
+            ),
+        );
+        for (seq, ev) in [volume("v1", "p1"), volume("v2", "p2")]
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            state.apply(seq as u64 + 2, ev);
+        }
+        state.apply(
+            9,
+            &Event::volume(
+                "v2",
+                VolumeEvent::SnapshotRequested {
+                    snapshot: "s1".into(),
+                },
+            ),
+        );
+        let shared = |s: &State| {
+            let b = &s.backends["b1"];
+            assert_eq!(b.volumes.iter().collect::<Vec<_>>(), ["v1", "v2"]);
+            for key in s.volumes.0.keys() {
+                let in_set = b.volumes.0.get(&**key).unwrap();
+                assert!(Arc::ptr_eq(key, in_set), "{key} is stored once");
+            }
+        };
+        shared(&state);
+        assert_eq!(state.volumes["v2"].snapshots().len(), 1);
+        assert!(state.volumes["v1"].snapshots().is_empty());
+        assert!(state.volumes["v1"].extra.is_none());
+        let back = State::decode(&state.encode()).unwrap();
+        assert_eq!(back, state);
+        shared(&back);
+        assert_eq!(
+            serde_json::to_value(&back.backends["b1"].volumes).unwrap(),
+            serde_json::json!(["v1", "v2"])
+        );
+        state.apply(10, &Event::volume("v1", VolumeEvent::Deleted));
+        assert_eq!(
+            state.backends["b1"].volumes.iter().collect::<Vec<_>>(),
+            ["v2"]
+        );
     }
 
     /// The layout before format 2, as its checkpoints hold it: plain bincode of the state.
@@ -685,7 +926,7 @@ mod tests {
                             delete_attempts: 0,
                             snapshots: BTreeMap::new(),
                         };
-                        (n.clone(), old)
+                        (n.to_string(), old)
                     })
                     .collect(),
             };
@@ -697,6 +938,13 @@ mod tests {
         let mut bytes = state.encode();
         bytes[1] = STATE_FORMAT + 1;
         assert!(State::decode(&bytes).unwrap_err().contains("state format"));
+        // Format 2 (bincode-encoded configs, snapshots in the record) is refused as well.
+        bytes[1] = 2;
+        assert!(
+            State::decode(&bytes)
+                .unwrap_err()
+                .contains("state format 2")
+        );
         let mut bytes = state.encode();
         bytes.push(0);
         assert!(State::decode(&bytes).is_err());

@@ -283,7 +283,7 @@ fn objects(state: &State) -> Objects {
         .values()
         .map(|config| json!({ "Config": config }))
         .collect();
-    let mut names: Vec<&String> = state.volumes.keys().collect();
+    let mut names: Vec<&str> = state.volumes.keys().collect();
     names.sort();
     let volumes = names
         .into_iter()
@@ -296,7 +296,7 @@ fn objects(state: &State) -> Objects {
                 "orphaned": v.orphaned,
                 "state": v.state.as_str(),
                 "sizeBytes": v.size_bytes,
-                "snapshots": v.snapshots.keys().collect::<Vec<_>>(),
+                "snapshots": v.snapshots().keys().collect::<Vec<_>>(),
             })
         })
         .collect();
