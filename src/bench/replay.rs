@@ -38,9 +38,10 @@ pub struct ReplayReport {
     /// The same with the checkpoint written at the previous shutdown.
     pub ready_with_checkpoint_s: f64,
     pub checkpoint_bytes: u64,
-    /// Resident memory the folded state takes, per volume: the RSS growth of a copy of the
-    /// state made after the replay (a copy allocates what the state holds, hash-map slack
-    /// included, and nothing of the log's read cache).
+    /// Resident memory the folded state takes, per volume: the RSS growth of a deep copy of
+    /// the state made after the replay by decoding its checkpoint encoding (it allocates what
+    /// the state holds, hash-map slack and shared names included, and nothing of the log's
+    /// read cache; a `clone` would share the `Arc`ed names with the original).
     pub projection_bytes_per_volume: Option<f64>,
     /// RSS growth over the whole timed replay, per volume: the state plus what sled's page
     /// cache kept of the log read (the figure `projection_bytes_per_volume` used to be).
@@ -204,11 +205,14 @@ async fn run_in(dir: &std::path::Path, opts: ReplayOptions) -> Result<ReplayRepo
                 (Some(b), Some(a)) if a > b => Some((a - b) as f64 / volumes),
                 _ => None,
             };
+            let replay_rss = growth(before, rss_bytes());
+            let encoded = state.encode();
             let after = rss_bytes();
-            let replay_rss = growth(before, after);
-            let copy = state.clone();
+            let copy = State::decode(&encoded)?;
             let per_volume = growth(after, rss_bytes());
+            assert_eq!(copy.volumes.len(), state.volumes.len());
             drop(copy);
+            drop(encoded);
             drop(state);
             Ok((elapsed, per_volume, replay_rss))
         })
