@@ -774,3 +774,53 @@ async fn concurrency_limit_is_validated() {
     core.add_backend(&ctx(), b).await.unwrap();
     rt.shutdown().await;
 }
+
+/// A busy array gets no new work while another has free permits: with `slow` holding its
+/// only permit for a long create, every create of a class that both backends serve lands on
+/// `fast` (random placement alone would put about half of them behind the slow one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_prefers_the_backend_with_free_permits() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    let mut slow = fake_backend("slow", "file", &[("p", ssd())]);
+    slow["latency"] = json!("1s");
+    slow["concurrencyLimit"] = json!(1);
+    core.add_backend(&ctx(), slow).await.unwrap();
+    core.add_backend(&ctx(), fake_backend("fast", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(
+        &ctx(),
+        class(json!({"name": "slow-only", "storagePools": {"slow": ["p"]}})),
+    )
+    .await
+    .unwrap();
+    core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+        .await
+        .unwrap();
+    // Occupy slow's only permit.
+    let busy = {
+        let core = core.clone();
+        tokio::spawn(async move {
+            core.add_volume(&ctx(), volume("hog", "1Gi", "slow-only"))
+                .await
+        })
+    };
+    eventually("the slow create holding its permit", || {
+        core.stats()
+            .backends
+            .iter()
+            .any(|b| b.backend == "slow" && b.in_flight == 1)
+    })
+    .await;
+    for i in 0..6 {
+        let v = core
+            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+            .await
+            .unwrap();
+        assert_eq!(v.backend, "fast", "v{i} was queued behind the busy array");
+    }
+    assert_eq!(busy.await.unwrap().unwrap().backend, "slow");
+    rt.shutdown().await;
+}

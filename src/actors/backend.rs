@@ -110,13 +110,12 @@ impl BackendActor {
         status: Arc<BackendStatus>,
         shared: Arc<Shared>,
         rebuild: Option<serde_json::Value>,
-        limit: usize,
     ) -> BackendActor {
         BackendActor {
             name,
             rebuild,
+            limit: Arc::new(Semaphore::new(status.limit)),
             status,
-            limit: Arc::new(Semaphore::new(limit)),
             shared,
             init_attempts: 0,
         }

@@ -1072,25 +1072,27 @@ pub(crate) enum DriverSource {
 
 /// Starts a backend actor and registers it.
 pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSource) {
-    let (status, rebuild, limit) = match source {
+    let (status, rebuild) = match source {
         DriverSource::Ready(driver, discovery, limit) => {
-            let status = BackendStatus::new(BackendState::Online, Some(driver));
+            let status = BackendStatus::new(BackendState::Online, Some(driver), limit);
             *write(&status.free_bytes) = discovery.free_bytes;
-            (status, None, limit)
+            (status, None)
         }
         DriverSource::Build(doc) => {
             let limit = super::backend::concurrency_limit(&doc)
                 .unwrap_or(super::backend::DEFAULT_BACKEND_LIMIT);
             (
-                BackendStatus::new(BackendState::Initializing, None),
+                BackendStatus::new(BackendState::Initializing, None, limit),
                 Some(doc),
-                limit,
             )
         }
         DriverSource::Broken(why) => (
-            BackendStatus::new(BackendState::Failed(why), None),
+            BackendStatus::new(
+                BackendState::Failed(why),
+                None,
+                super::backend::DEFAULT_BACKEND_LIMIT,
+            ),
             None,
-            super::backend::DEFAULT_BACKEND_LIMIT,
         ),
     };
     let status = Arc::new(status);
@@ -1099,7 +1101,6 @@ pub(crate) fn start_backend(shared: &Arc<Shared>, name: &str, source: DriverSour
         status.clone(),
         shared.clone(),
         rebuild,
-        limit,
     );
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     write(&shared.backends).insert(name.to_string(), BackendSlot { addr, status });

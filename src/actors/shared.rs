@@ -30,12 +30,15 @@ pub(crate) struct BackendStatus {
     pub queued: AtomicUsize,
     /// Driver calls running.
     pub in_flight: AtomicUsize,
+    /// Driver calls allowed at once (`concurrencyLimit`).
+    pub limit: usize,
 }
 
 impl BackendStatus {
     pub fn new(
         state: BackendState,
         driver: Option<Arc<dyn crate::drivers::StorageDriver>>,
+        limit: usize,
     ) -> BackendStatus {
         BackendStatus {
             state: RwLock::new(state),
@@ -43,7 +46,16 @@ impl BackendStatus {
             free_bytes: RwLock::new(BTreeMap::new()),
             queued: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            limit: limit.max(1),
         }
+    }
+
+    /// Driver calls running or waiting, per permit, in 1/1024ths: how busy the array is
+    /// relative to what it may take at once.
+    pub fn load(&self) -> usize {
+        let outstanding = self.queued.load(std::sync::atomic::Ordering::Relaxed)
+            + self.in_flight.load(std::sync::atomic::Ordering::Relaxed);
+        outstanding.saturating_mul(1024) / self.limit
     }
 
     pub fn state(&self) -> BackendState {
@@ -149,7 +161,11 @@ impl Shared {
     }
 
     /// The placement policy: candidate pools = class pools ∩ protocol ∩ backend online ∩
-    /// free capacity, shuffled with `seed`.
+    /// free capacity, shuffled with `seed`, then ordered by their backend's load (calls running
+    /// and queued per permit; a stable sort, so the shuffle decides among equals). An idle
+    /// system places at random, as Trident does; a busy one sends new work to the array with
+    /// free permits instead of queueing it behind another's (the order is recorded in
+    /// `PlacementPlanned`, so replay and reconciliation never recompute it).
     pub fn plan_placement(
         &self,
         class: &str,
@@ -195,6 +211,8 @@ impl Shared {
             )));
         }
         shuffle(&mut candidates, seed);
+        let backends = read(&self.backends);
+        candidates.sort_by_cached_key(|p| backends.get(&p.backend).map_or(0, |b| b.status.load()));
         Ok(candidates)
     }
 }
