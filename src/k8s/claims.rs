@@ -455,6 +455,11 @@ async fn clean_up_unused(
     name: &str,
     ctx: &Ctx,
 ) -> Result<(), ReconcileError> {
+    // The local check first: most claims bound elsewhere were never ours, and this runs at
+    // every resync of every bound claim. (A PV of ours always comes after its volume.)
+    if ctx.core.get_volume(name).is_err() {
+        return Ok(());
+    }
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
     let ours = pvs.get_opt(name).await?.filter(|pv| {
         pv.spec
@@ -463,10 +468,6 @@ async fn clean_up_unused(
             .and_then(|r| r.uid.as_deref())
             == pvc.metadata.uid.as_deref()
     });
-    let has_volume = ctx.core.get_volume(name).is_ok();
-    if ours.is_none() && !has_volume {
-        return Ok(());
-    }
     tracing::info!(claim = %key(pvc), volume = %name, "the claim is bound to another PV: deleting ours");
     match ctx.core.delete_volume(&request(pvc), name).await {
         Ok(()) | Err(CoreError::NotFound(_)) => {}
