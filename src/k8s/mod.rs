@@ -207,6 +207,7 @@ impl Frontend {
         }
         let (config, pod_namespace) = client_config(&opts.source).await?;
         let default_namespace = config.default_namespace.clone();
+        let api_server = config.cluster_url.to_string();
         let client = Client::try_from(config).map_err(KubeError::Client)?;
         let namespace = opts
             .namespace
@@ -236,6 +237,7 @@ impl Frontend {
             failures: Mutex::new(HashMap::new()),
         });
         tracing::info!(
+            %api_server,
             namespace = %ctx.namespace,
             identity = %ctx.identity,
             provisioners = ?ctx.opts.provisioners,
