@@ -704,12 +704,15 @@ fn volume_record(a: &Array, svm: &str, name: &str, v: &Volume) -> Node {
             v.aggregates.first().cloned().unwrap_or_default(),
         ));
     }
+    // LUN paths are `/vol/<volume>/<lun>`: this volume's LUNs are one range of the map.
+    let lun_prefix = format!("/vol/{name}/");
     let used: u64 = a
         .svms
         .get(svm)
         .map(|s| {
             s.luns
-                .iter()
+                .range(lun_prefix.clone()..)
+                .take_while(|(p, _)| p.starts_with(&lun_prefix))
                 .filter(|(p, _)| lun_volume(p) == Some(name))
                 .map(|(_, l)| if l.space_reserved { l.size } else { 0 })
                 .sum()
@@ -955,13 +958,41 @@ fn check_junction(svm: &Svm, j: &str) -> Result<(), Fail> {
     Ok(())
 }
 
+/// The volumes of `svm` a volume query can match, found through the name index as an array
+/// would: one volume for an exact `volume-id-attributes/name`, a key range for `prefix*`, else
+/// all. The caller still applies the whole query to each candidate's record.
+fn volume_candidates<'a>(
+    svm: &'a Svm,
+    query: Option<&Node>,
+) -> Box<dyn Iterator<Item = (&'a String, &'a Volume)> + 'a> {
+    let name = query
+        .and_then(|q| q.text_at("volume-id-attributes/name"))
+        .filter(|n| !n.is_empty() && !n.contains(['|', '!', '<', '>']));
+    match name {
+        None => Box::new(svm.volumes.iter()),
+        Some(n) => match n.strip_suffix('*') {
+            Some(prefix) if !prefix.contains('*') => {
+                let prefix = prefix.to_string();
+                Box::new(
+                    svm.volumes
+                        .range(prefix.clone()..)
+                        .take_while(move |(k, _)| k.starts_with(&prefix)),
+                )
+            }
+            Some(_) => Box::new(svm.volumes.iter()),
+            None => Box::new(svm.volumes.get_key_value(n).into_iter()),
+        },
+    }
+}
+
 fn volume_get_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
+    let query = api.at("query").and_then(|q| q.children.first());
     let mut records = Vec::new();
     for s in visible_svms(ctx) {
         let Some(svm) = ctx.a.svms.get(&s) else {
             continue;
         };
-        for (name, v) in &svm.volumes {
+        for (name, v) in volume_candidates(svm, query) {
             records.push((format!("{s}/{name}"), volume_record(ctx.a, &s, name, v)));
         }
     }
@@ -1179,8 +1210,7 @@ fn volume_modify_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
         .svms
         .get(&svm_name)
         .map(|s| {
-            s.volumes
-                .iter()
+            volume_candidates(s, Some(&query))
                 .filter(|(n, v)| query_matches(&query, &volume_record(a, &svm_name, n, v)))
                 .map(|(n, _)| n.clone())
                 .collect()
@@ -2327,6 +2357,39 @@ mod tests {
         assert_eq!(p.children.len(), 1);
         assert_eq!(p.str_at("volume-id-attributes/name"), "trident_a");
         assert_eq!(p.text_at("volume-id-attributes/style-extended"), None);
+    }
+
+    #[test]
+    fn volume_candidates_narrow_like_the_query() {
+        let a = Array::new(
+            "s",
+            &crate::sim::ontap::AggregateSpec::parse_list("aggr1:ssd:1TiB").unwrap(),
+            (1, 180),
+        );
+        let mut svm = a.svms["s"].clone();
+        let root = svm.volumes.values().next().unwrap().clone();
+        svm.volumes.clear();
+        for n in ["a", "ab", "abc", "b", "ba"] {
+            svm.volumes.insert(n.to_string(), root.clone());
+        }
+        let names = |pattern: Option<&str>| -> Vec<String> {
+            let q = pattern.map(|p| {
+                Node::new("volume-attributes")
+                    .with(Node::new("volume-id-attributes").with_leaf("name", p))
+            });
+            volume_candidates(&svm, q.as_ref())
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        assert_eq!(names(Some("ab")), ["ab"]);
+        assert_eq!(names(Some("zz")), Vec::<String>::new());
+        assert_eq!(names(Some("ab*")), ["ab", "abc"]);
+        // Patterns the index cannot narrow keep every volume (the query filters them).
+        assert_eq!(names(Some("a|b")).len(), 5);
+        assert_eq!(names(Some("!a")).len(), 5);
+        assert_eq!(names(Some("*b*")).len(), 5);
+        assert_eq!(names(Some("")).len(), 5);
+        assert_eq!(names(None).len(), 5);
     }
 
     #[test]
