@@ -189,6 +189,45 @@ async fn provision_against_the_ontap_simulator() {
         .map(|p| p.pool.as_str())
         .collect();
     assert!(pools.iter().all(|p| p.starts_with("aggr")), "{pools:?}");
+    // A second run on the same array: its names must not collide with the first run's
+    // volumes (each collision would be a failed attempt and a fall-through).
+    let again = ProvisionOptions {
+        volumes: 20,
+        clients: 4,
+        backends: 2,
+        backend_limit: 4,
+        target: Some(format!("ontap={}", sim.management_lif()).parse().unwrap()),
+        ..ProvisionOptions::default()
+    };
+    let r = run_provision(again, |_, _| {}).await.unwrap();
+    assert_eq!((r.operations, r.failed), (20, 0));
+    assert_eq!(sim.calls("volume-create"), 40);
+    // Several arrays: the backends are spread over them.
+    let other = ontap_support::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
+    let both = ProvisionOptions {
+        volumes: 20,
+        clients: 4,
+        backends: 2,
+        backend_limit: 4,
+        target: Some(
+            format!("ontap={},{}", sim.management_lif(), other.management_lif())
+                .parse()
+                .unwrap(),
+        ),
+        ..ProvisionOptions::default()
+    };
+    let r = run_provision(both, |_, _| {}).await.unwrap();
+    assert_eq!((r.operations, r.failed), (20, 0));
+    assert!(other.calls("volume-create") > 0);
+    assert_eq!(
+        sim.calls("volume-create") + other.calls("volume-create"),
+        60
+    );
+    assert!(
+        "ontap=1.2.3.4:5,"
+            .parse::<storch::bench::ArrayTarget>()
+            .is_err()
+    );
     assert!(
         "nas=1.2.3.4:5"
             .parse::<storch::bench::ArrayTarget>()

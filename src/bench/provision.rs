@@ -70,7 +70,8 @@ pub struct ProvisionOptions {
     pub etcd: Option<String>,
 }
 
-/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`).
+/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`), or
+/// `ontap=ADDR,ADDR,…` for several arrays (the backends are spread over them in turn).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ArrayTarget {
     pub family: String,
@@ -95,8 +96,8 @@ impl std::str::FromStr for ArrayTarget {
                 "--target family {family:?} is not supported (only ontap)"
             ));
         }
-        if address.is_empty() {
-            return Err("--target ontap= needs an address".into());
+        if address.split(',').any(|a| a.trim().is_empty()) {
+            return Err("--target ontap= needs an address (or several, comma-separated)".into());
         }
         let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
         Ok(ArrayTarget {
@@ -105,6 +106,14 @@ impl std::str::FromStr for ArrayTarget {
             username: env("STORCH_BENCH_USERNAME", "admin"),
             password: env("STORCH_BENCH_PASSWORD", "netapp123"),
         })
+    }
+}
+
+impl ArrayTarget {
+    /// The array backend `i` of the run talks to.
+    pub fn address_of(&self, i: usize) -> &str {
+        let all: Vec<&str> = self.address.split(',').map(str::trim).collect();
+        all[i % all.len()]
     }
 }
 
@@ -227,13 +236,17 @@ pub struct ProvisionReport {
     pub baseline: Baseline,
 }
 
-fn backend_doc(i: usize, opts: &ProvisionOptions) -> serde_json::Value {
+/// `run` names this run on an array: an array keeps its volumes between runs, so the same
+/// internal names in a second run would collide with the first run's (errno 17) and every
+/// such create would fall through to another pool.
+fn backend_doc(i: usize, opts: &ProvisionOptions, run: &str) -> serde_json::Value {
     if let Some(t) = &opts.target {
-        // One ontap-nas backend per --backends on the same array, each with its own prefix.
+        // One ontap-nas backend per --backends, the arrays taken in turn, each backend with
+        // its own prefix.
         return json!({
             "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
-            "managementLIF": t.address, "username": t.username, "password": t.password,
-            "tlsVerify": false, "storagePrefix": format!("bench{i}_"),
+            "managementLIF": t.address_of(i), "username": t.username, "password": t.password,
+            "tlsVerify": false, "storagePrefix": format!("bench{i}_{run}_"),
             "concurrencyLimit": opts.backend_limit,
         });
     }
@@ -418,8 +431,9 @@ async fn run_in(
     let core = rt.core();
     core.wait_ready().await?;
     let setup = RequestCtx::new("bench-setup");
+    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     for i in 0..opts.backends {
-        core.add_backend(&setup, backend_doc(i, &opts))
+        core.add_backend(&setup, backend_doc(i, &opts, &run))
             .await
             .map_err(|e| e.to_string())?;
     }

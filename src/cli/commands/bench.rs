@@ -54,8 +54,9 @@ pub struct ProvisionArgs {
     #[arg(long)]
     pub via_rest: bool,
     /// Provision on a running array instead of fake backends: ontap=HOST:PORT (e.g.
-    /// `storch-sim ontap --tls`; credentials from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD,
-    /// default the simulator's).
+    /// `storch-sim ontap --tls`), or ontap=HOST:PORT,HOST:PORT,… to spread the backends over
+    /// several arrays (credentials from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD, default
+    /// the simulator's).
     #[arg(long, value_name = "FAMILY=ADDR")]
     pub target: Option<crate::bench::ArrayTarget>,
     /// Also write the same records to this etcd (http://HOST:PORT, its JSON gateway), one
