@@ -30,6 +30,10 @@ pub(crate) struct BackendStatus {
     pub queued: AtomicUsize,
     /// Driver calls running.
     pub in_flight: AtomicUsize,
+    /// Creates planned onto this backend first whose intent is still being made durable:
+    /// counted so that a burst planned before any of its calls reached an actor spreads
+    /// instead of all seeing the same idle backends.
+    pub planned: AtomicUsize,
     /// Driver calls allowed at once (`concurrencyLimit`).
     pub limit: usize,
 }
@@ -46,15 +50,17 @@ impl BackendStatus {
             free_bytes: RwLock::new(BTreeMap::new()),
             queued: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            planned: AtomicUsize::new(0),
             limit: limit.max(1),
         }
     }
 
-    /// Driver calls running or waiting, per permit, in 1/1024ths: how busy the array is
-    /// relative to what it may take at once.
+    /// Driver calls running, waiting or planned, per permit, in 1/1024ths: how busy the
+    /// array is relative to what it may take at once.
     pub fn load(&self) -> usize {
         let outstanding = self.queued.load(std::sync::atomic::Ordering::Relaxed)
-            + self.in_flight.load(std::sync::atomic::Ordering::Relaxed);
+            + self.in_flight.load(std::sync::atomic::Ordering::Relaxed)
+            + self.planned.load(std::sync::atomic::Ordering::Relaxed);
         outstanding.saturating_mul(1024) / self.limit
     }
 
@@ -160,6 +166,13 @@ impl Shared {
         out
     }
 
+    /// Counts a create planned onto `backend` in its load until the guard is dropped.
+    pub fn planned(&self, backend: &str) -> Option<Planned> {
+        read(&self.backends)
+            .get(backend)
+            .map(|slot| Planned::new(slot.status.clone()))
+    }
+
     /// The placement policy: candidate pools = class pools ∩ protocol ∩ backend online ∩
     /// free capacity, shuffled with `seed`, then ordered by their backend's load (calls running
     /// and queued per permit; a stable sort, so the shuffle decides among equals). An idle
@@ -214,6 +227,27 @@ impl Shared {
         let backends = read(&self.backends);
         candidates.sort_by_cached_key(|p| backends.get(&p.backend).map_or(0, |b| b.status.load()));
         Ok(candidates)
+    }
+}
+
+/// A create planned onto a backend first, counted in its load until dropped (once the call
+/// is handed to the backend's actor, which counts it from then on).
+pub(crate) struct Planned(Arc<BackendStatus>);
+
+impl Planned {
+    pub fn new(status: Arc<BackendStatus>) -> Planned {
+        status
+            .planned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Planned(status)
+    }
+}
+
+impl Drop for Planned {
+    fn drop(&mut self) {
+        self.0
+            .planned
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -260,6 +260,9 @@ async fn create(
     } else {
         clone_plan(shared, config)?
     };
+    // Until the intent is durable and the call reaches the backend, the plan's first choice
+    // counts in that backend's load (concurrent plans see it).
+    let planned = candidates.first().and_then(|p| shared.planned(&p.backend));
     // A name every candidate array would refuse is bad input, not a placement failure.
     let shortest = candidates
         .iter()
@@ -290,6 +293,7 @@ async fn create(
         ),
     ];
     shared.append(&ctx.request_id, events).await?;
+    drop(planned);
     place(
         shared,
         name,
