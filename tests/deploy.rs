@@ -399,6 +399,20 @@ struct Install<'a> {
     args: Vec<String>,
 }
 
+impl Install<'_> {
+    /// The Deployment's pod spec.
+    fn pod(&self) -> &core::PodSpec {
+        self.deployment
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+    }
+}
+
 /// Everything that must hold for a storch install in namespace `ns`. Returns the Deployment
 /// and its container's args for further checks.
 fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a> {
@@ -756,15 +770,7 @@ fn plain_manifests_parse_and_make_a_safe_install() {
         "the cluster's default class"
     );
     // The Secrets are created by hand, never shipped.
-    let pod = install
-        .deployment
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = install.pod();
     let secrets: BTreeSet<&str> = pod
         .volumes
         .iter()
@@ -1163,15 +1169,7 @@ fn helm_chart_values_reach_the_objects() {
         Some("--port=8000"),
         "extraArgs come last"
     );
-    let pod = install
-        .deployment
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = install.pod();
     let c = &pod.containers[0];
     assert_eq!(
         c.image.as_deref(),
