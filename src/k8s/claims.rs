@@ -182,13 +182,13 @@ async fn provision(
             // Provisioned before; binding is the PV controller's job.
             return Ok(Action::requeue(RESYNC));
         }
-        return fail(
+        return Ok(fail(
             pvc,
             ctx,
             false,
             format!("a PV named {name} already exists for another claim"),
         )
-        .await;
+        .await);
     }
     let volume = match ctx.core.get_volume(name) {
         Ok(v) => v,
@@ -219,7 +219,7 @@ async fn provision(
                 Ok(()) | Err(CoreError::NotFound(_)) => why,
                 Err(e) => format!("{why} => {e}"),
             };
-            return fail(pvc, ctx, true, why).await;
+            return Ok(fail(pvc, ctx, true, why).await);
         }
     };
     if !volume.config.access_information.iscsi_username.is_empty() {
@@ -287,7 +287,7 @@ async fn create_volume(
     let config = match translate::volume_config(pvc, class, clone_source) {
         Ok(c) => c,
         Err(why) => {
-            fail(pvc, ctx, false, why).await?;
+            fail(pvc, ctx, false, why).await;
             return Ok(None);
         }
     };
@@ -297,7 +297,7 @@ async fn create_volume(
         // Made concurrently (or resumed at boot): the caller looks at its state.
         Err(CoreError::AlreadyExists(_)) => Ok(Some(ctx.core.get_volume(name)?)),
         Err(CoreError::Invalid(why)) => {
-            fail(pvc, ctx, false, why).await?;
+            fail(pvc, ctx, false, why).await;
             Ok(None)
         }
         Err(e) => {
@@ -375,12 +375,7 @@ async fn clone_source(
 
 /// Reports a failure on the claim. `warning` once a PV was built (Trident's rule). The
 /// claim is not retried until it changes: retrying cannot fix what it asks for.
-async fn fail(
-    pvc: &PersistentVolumeClaim,
-    ctx: &Ctx,
-    warning: bool,
-    why: String,
-) -> Result<Action, ReconcileError> {
+async fn fail(pvc: &PersistentVolumeClaim, ctx: &Ctx, warning: bool, why: String) -> Action {
     tracing::warn!(claim = %key(pvc), %why, "provisioning failed");
     ctx.event(
         &reference(pvc),
@@ -390,7 +385,7 @@ async fn fail(
         why,
     )
     .await;
-    Ok(Action::await_change())
+    Action::await_change()
 }
 
 /// The CHAP Secret a SAN PV points to (created or updated in storch's namespace).

@@ -73,6 +73,12 @@ async fn sync(
     all: &BTreeMap<String, StorageClass>,
     reported: &mut BTreeSet<(String, String)>,
 ) {
+    // Forget reports of classes that are gone (or fixed and changed since).
+    reported.retain(|(name, version)| {
+        all.get(name).is_some_and(|sc| {
+            sc.metadata.resource_version.as_deref().unwrap_or_default() == version
+        })
+    });
     let mut good = BTreeMap::new();
     for (name, sc) in all {
         match translate::storage_class(sc, &ctx.opts.provisioners) {
