@@ -21,8 +21,11 @@
 
 pub mod baseline;
 mod codec;
+mod replica;
 mod store;
 mod writer;
+
+pub use replica::{ReplicateFuture, Replicator, frame_seq};
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -239,12 +242,27 @@ impl EventLog {
     /// Outside a tokio runtime, or if a writer for this log is still running (two writers
     /// would fork the chain).
     pub fn start_writer(&self, sink: Arc<dyn CommitSink>) -> Appender {
+        self.start_writer_with(sink, None)
+    }
+
+    /// [`EventLog::start_writer`], with every batch also made durable by `replicator` before
+    /// the sink and the callers see it.
+    pub fn start_writer_with(
+        &self,
+        sink: Arc<dyn CommitSink>,
+        replicator: Option<Arc<dyn Replicator>>,
+    ) -> Appender {
         let mut slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if slot.as_ref().is_some_and(|h| !h.is_finished()) {
             panic!("the event log writer is already running");
         }
         let (tx, rx) = mpsc::channel(writer::QUEUE_CAPACITY);
-        *slot = Some(tokio::spawn(writer::run(self.inner.clone(), sink, rx)));
+        *slot = Some(tokio::spawn(writer::run(
+            self.inner.clone(),
+            sink,
+            replicator,
+            rx,
+        )));
         Appender {
             tx,
             inner: self.inner.clone(),
@@ -264,6 +282,27 @@ impl EventLog {
             )));
         }
         self.inner.flush().await
+    }
+
+    /// Appends records another instance committed (a standby following its leader), verbatim
+    /// and checked like a read; returns their envelopes. Refused while the writer runs.
+    pub async fn append_replicated(&self, frames: &[&[u8]]) -> Result<Vec<Envelope>, LogError> {
+        if self.writer_running() {
+            return Err(LogError::Storage(
+                "cannot append replicated records while this log's writer is running".into(),
+            ));
+        }
+        replica::append_frames(&self.inner, frames).await
+    }
+
+    /// Up to `max` checked records from `from_seq` on, as the frames stored for them.
+    pub fn frames_from(&self, from_seq: u64, max: usize) -> Result<Vec<Vec<u8>>, LogError> {
+        replica::frames_from(&self.inner, from_seq, max)
+    }
+
+    fn writer_running(&self) -> bool {
+        let slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().is_some_and(|h| !h.is_finished())
     }
 
     /// Stores a projection snapshot taken at `seq` (durably); older ones are pruned.
@@ -308,14 +347,20 @@ impl EventLog {
         self.put_raw_for_tests(seq, Some(raw));
     }
 
-    /// Test support: the raw stored bytes of record `seq`.
-    #[doc(hidden)]
-    pub fn raw_for_tests(&self, seq: u64) -> Option<Vec<u8>> {
+    /// The stored frame of record `seq` (unchecked; `None` when absent or unreadable).
+    pub fn raw_frame(&self, seq: u64) -> Option<Vec<u8>> {
         self.inner
             .events
             .get(store::key(seq))
-            .expect("reading the event log")
+            .ok()
+            .flatten()
             .map(|v| v.to_vec())
+    }
+
+    /// Test support: the raw stored bytes of record `seq`.
+    #[doc(hidden)]
+    pub fn raw_for_tests(&self, seq: u64) -> Option<Vec<u8>> {
+        self.raw_frame(seq)
     }
 
     /// Test support: stores (or with `None` deletes) raw bytes under sequence `seq`.

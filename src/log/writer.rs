@@ -4,8 +4,10 @@
 //! [`MAX_BATCH_EVENTS`]), writes the lot as one sled batch and flushes once (for
 //! [`Durability::Flush`]). A second task, the applier, then hands the envelopes to the sink and
 //! acks every caller, in commit order, while the writer already writes and flushes the next
-//! batch: applying a batch to the projection never delays the next fsync. A failed write or
-//! flush poisons the log for good.
+//! batch: applying a batch to the projection never delays the next fsync. With a
+//! [`Replicator`], the applier first has the batches replicated (every batch that queued during
+//! the previous round trip, in one call), so a batch is acked only once it is durable both here
+//! and on the replica, and the replica's round trip overlaps the next local flushes. A failed write, flush or replication poisons the log for good.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,7 +15,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
 
 use super::store::{Inner, key};
-use super::{CommitSink, Durability, Envelope, LogError, NewEvent, codec};
+use super::{CommitSink, Durability, Envelope, LogError, NewEvent, Replicator, codec};
 
 /// A batch stops growing once it holds this many events (a single larger `append` still goes
 /// through whole, as its own batch).
@@ -31,6 +33,8 @@ pub(crate) struct Request {
 struct Durable {
     first_seq: u64,
     envelopes: Vec<Envelope>,
+    /// The stored frames, kept only when a replicator needs them.
+    frames: Vec<sled::IVec>,
     requests: Vec<Request>,
     counts: Vec<usize>,
 }
@@ -46,22 +50,61 @@ impl Durable {
             let _ = req.reply.send(Ok(seqs));
         }
     }
+
+    fn refuse(self, err: impl Fn() -> LogError) {
+        for r in self.requests {
+            let _ = r.reply.send(Err(err()));
+        }
+    }
 }
 
-impl Durable {
-    fn apply_without_sink(self) {
-        for r in self.requests {
-            let _ = r.reply.send(Err(LogError::Closed));
+/// Has the durable batches replicated, in one go, then applies them in order; a failed
+/// replication poisons the log and refuses them all.
+async fn replicate_and_apply(
+    batches: Vec<Durable>,
+    inner: &Inner,
+    sink: &dyn CommitSink,
+    replicator: &dyn Replicator,
+) {
+    let refuse_all = |batches: Vec<Durable>, reason: String| {
+        for b in batches {
+            b.refuse(|| LogError::Poisoned(reason.clone()));
         }
+    };
+    if let Some(reason) = inner.poisoned().map(str::to_string) {
+        return refuse_all(batches, reason);
+    }
+    let first_seq = batches[0].first_seq;
+    let frames: Vec<&[u8]> = batches
+        .iter()
+        .flat_map(|b| b.frames.iter().map(|f| &f[..]))
+        .collect();
+    if let Err(why) = replicator.replicate(first_seq, &frames).await {
+        let last = first_seq + frames.len() as u64 - 1;
+        let reason = inner.poison(format!(
+            "replicating sequences {first_seq}..={last} failed: {why}"
+        ));
+        tracing::error!(%reason, "replication failed; the log is now poisoned");
+        drop(frames);
+        return refuse_all(batches, reason);
+    }
+    drop(frames);
+    for b in batches {
+        b.apply(sink);
     }
 }
 
 /// Batches written ahead of the applier (backpressure beyond that).
 const APPLY_AHEAD: usize = 2;
+/// With a replicator: the writer keeps flushing while a replication round trip is under way,
+/// and the applier replicates every batch that queued meanwhile in one go.
+const REPLICATE_AHEAD: usize = 32;
 
 struct Writer {
     inner: Arc<Inner>,
     applier: mpsc::Sender<Durable>,
+    keep_frames: bool,
+    frames: Vec<sled::IVec>,
     head_seq: u64,
     head_hash: [u8; 32],
     last_time_ms: u64,
@@ -75,18 +118,36 @@ struct Writer {
 pub(crate) async fn run(
     inner: Arc<Inner>,
     sink: Arc<dyn CommitSink>,
+    replicator: Option<Arc<dyn Replicator>>,
     mut rx: mpsc::Receiver<Request>,
 ) {
     let head = inner.head().clone();
-    let (applier, mut durable) = mpsc::channel::<Durable>(APPLY_AHEAD);
+    let keep_frames = replicator.is_some();
+    let ahead = if keep_frames {
+        REPLICATE_AHEAD
+    } else {
+        APPLY_AHEAD
+    };
+    let (applier, mut durable) = mpsc::channel::<Durable>(ahead);
+    let applier_inner = inner.clone();
     let applying = tokio::spawn(async move {
         while let Some(batch) = durable.recv().await {
-            batch.apply(&*sink);
+            let Some(replicator) = replicator.as_deref() else {
+                batch.apply(&*sink);
+                continue;
+            };
+            let mut batches = vec![batch];
+            while let Ok(more) = durable.try_recv() {
+                batches.push(more);
+            }
+            replicate_and_apply(batches, &applier_inner, &*sink, replicator).await;
         }
     });
     let mut w = Writer {
         inner,
         applier,
+        keep_frames,
+        frames: Vec::new(),
         head_seq: head.seq,
         head_hash: head.hash,
         last_time_ms: head.time_ms,
@@ -166,6 +227,7 @@ impl Writer {
         self.envelopes.clear();
         self.envelopes.reserve(events);
         self.counts.clear();
+        self.frames.clear();
         for req in &mut self.requests {
             self.counts.push(req.events.len());
             for ev in req.events.drain(..) {
@@ -182,7 +244,11 @@ impl Writer {
                     hash: [0; 32],
                 };
                 env.hash = env.compute_hash(&prev);
-                batch.insert(&key(seq), codec::encode(&env, &prev));
+                let frame = sled::IVec::from(codec::encode(&env, &prev));
+                if self.keep_frames {
+                    self.frames.push(frame.clone());
+                }
+                batch.insert(&key(seq), frame);
                 prev = env.hash;
                 self.envelopes.push(env);
             }
@@ -194,6 +260,7 @@ impl Writer {
             ));
             tracing::error!(%reason, "event log write failed; the log is now poisoned");
             self.envelopes.clear();
+            self.frames.clear();
             self.fail_all(|| LogError::Poisoned(reason.clone()));
             return;
         }
@@ -210,12 +277,13 @@ impl Writer {
         let durable = Durable {
             first_seq,
             envelopes: std::mem::take(&mut self.envelopes),
+            frames: std::mem::take(&mut self.frames),
             requests: std::mem::take(&mut self.requests),
             counts: std::mem::take(&mut self.counts),
         };
         if let Err(mpsc::error::SendError(lost)) = self.applier.send(durable).await {
             // The applier only stops after the writer; should it be gone, answer here.
-            lost.apply_without_sink();
+            lost.refuse(|| LogError::Closed);
         }
     }
 
