@@ -22,6 +22,7 @@ pub mod k8s;
 pub mod log;
 pub mod model;
 pub mod projections;
+pub mod replication;
 pub mod secrets;
 pub mod sim;
 pub mod yaml;

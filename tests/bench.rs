@@ -1,6 +1,7 @@
 //! Smoke tests of `storch bench`: every mode runs on a tiny size and reports sane numbers.
 //! Correctness only — no timing assertions.
 
+mod common;
 mod ontap_support;
 
 use storch::bench::{Mix, ProvisionOptions, ReplayOptions, run_provision, run_replay};
@@ -31,6 +32,7 @@ async fn every_provision_mode_runs() {
             via_rest,
             target: None,
             etcd: None,
+            replicate_etcd: None,
         };
         let r = run_provision(opts, |_, _| {}).await.unwrap();
         let expected_ops = if mix == Mix::Churn { 80 } else { 40 };
@@ -235,85 +237,9 @@ async fn provision_against_the_ontap_simulator() {
     );
 }
 
-/// A real etcd (Debian's `etcd-server`, installed by `.ci/run`) on free loopback ports,
-/// stopped and its data removed when dropped.
-struct Etcd {
-    child: std::process::Child,
-    endpoint: String,
-    _data: tempfile::TempDir,
-}
-
-impl Etcd {
-    fn start() -> Etcd {
-        let free = || {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        };
-        let (client, peer) = (free(), free());
-        let data = tempfile::tempdir().unwrap();
-        let endpoint = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = std::process::Command::new("etcd")
-            .args(["--name", "bench", "--data-dir"])
-            .arg(data.path())
-            .args([
-                "--listen-client-urls",
-                &endpoint,
-                "--advertise-client-urls",
-                &endpoint,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer_url,
-                "--initial-advertise-peer-urls",
-                &peer_url,
-            ])
-            .args([
-                "--initial-cluster",
-                &format!("bench={peer_url}"),
-                "--initial-cluster-state",
-                "new",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("etcd runs (apt-get install etcd-server; .ci/run does)");
-        Etcd {
-            child,
-            endpoint,
-            _data: data,
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_etcd_baseline_runs_against_a_real_etcd() {
-    let etcd = Etcd::start();
-    let client = storch::api::tls::client();
-    let mut up = false;
-    for _ in 0..200 {
-        if client
-            .get(format!("{}/health", etcd.endpoint))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(up, "etcd did not come up at {}", etcd.endpoint);
+    let etcd = common::etcd::Etcd::start().await;
     let opts = ProvisionOptions {
         volumes: 30,
         clients: 4,
@@ -337,4 +263,33 @@ async fn the_etcd_baseline_runs_against_a_real_etcd() {
     };
     let err = run_provision(opts, |_, _| {}).await.unwrap_err();
     assert!(err.contains("127.0.0.1:1"), "{err}");
+
+    // storch's own log replicated through etcd: every event made it, and the run's keys are
+    // removed afterwards.
+    let opts = ProvisionOptions {
+        volumes: 30,
+        clients: 4,
+        backends: 1,
+        pools: 2,
+        replicate_etcd: Some(etcd.endpoint.clone()),
+        ..ProvisionOptions::default()
+    };
+    let r = run_provision(opts, |_, _| {}).await.unwrap();
+    let rep = r.baseline.replicated.expect("a replication figure");
+    assert_eq!(r.operations, 30);
+    assert!(
+        rep.events_per_sec > 0.0 && rep.events_per_txn >= 1.0,
+        "{rep:?}"
+    );
+    let left = etcd
+        .call(
+            "/v3/kv/range",
+            serde_json::json!({"key": "Lw==", "range_end": "MA==", "count_only": true}),
+        )
+        .await;
+    assert_eq!(
+        left["count"],
+        serde_json::Value::Null,
+        "keys left in etcd: {left}"
+    );
 }

@@ -10,20 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use serde_json::{Value, json};
-
-async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
-    let r = client.get(url).send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_and_leaks_nothing() {
-    let rounds: usize = std::env::var("STORCH_CRASH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let rounds = common::rounds("STORCH_CRASH_ROUNDS", 20);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let array = tmp.path().join("array.json");
@@ -48,20 +39,14 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
         }
         server.wait_ready(&client).await;
         if round == 0 {
-            let r = client
-                .post(format!("{}/trident/v1/backend", server.url))
-                .json(&backend)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-            let r = client
-                .post(format!("{}/trident/v1/storageclass", server.url))
-                .json(&json!({"name": "any"}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 201);
+            create(&client, &server.url, "backend", &backend).await;
+            create(
+                &client,
+                &server.url,
+                "storageclass",
+                &json!({"name": "any"}),
+            )
+            .await;
         }
         let tasks: Vec<_> = (0..8)
             .map(|c| {

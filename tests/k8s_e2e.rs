@@ -111,10 +111,7 @@ async fn sigkill_in_the_middle_of_provisioning_neither_loses_nor_doubles_a_claim
     let data = tmp.path().join("data");
     let client = storch::api::tls::client();
     kube.put("storageclasses", storage_class());
-    let rounds: usize = std::env::var("STORCH_K8S_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let rounds = common::rounds("STORCH_K8S_CRASH_ROUNDS", 3);
     let mut claims = Vec::new();
     for round in 0..rounds {
         // A new pod each time: it must wait for the old pod's Lease to expire.

@@ -290,10 +290,7 @@ async fn trident_backend_files_classes_and_fallthrough() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
-    let rounds: usize = std::env::var("STORCH_ONTAP_CRASH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let rounds = common::rounds("STORCH_ONTAP_CRASH_ROUNDS", 5);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let state = tmp.path().join("array.json");

@@ -111,11 +111,13 @@ pub struct Health {
     pub replay_done: bool,
     /// Why the core cannot take writes, if it cannot.
     pub degraded: Option<String>,
+    /// The leader's identity while this instance is an etcd standby (reads only).
+    pub standby_of: Option<String>,
 }
 
 impl Health {
     pub fn ready(&self) -> bool {
-        self.log_open && self.replay_done && self.degraded.is_none()
+        self.log_open && self.replay_done && self.degraded.is_none() && self.standby_of.is_none()
     }
 }
 
@@ -176,7 +178,7 @@ impl Core {
         filter: EventFilter,
     ) -> Result<mpsc::Receiver<Result<EventRecord, CoreError>>, CoreError> {
         filter.validate()?;
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let (tx, rx) = mpsc::channel(256);
         let mut live = self.shared.followers.subscribe();
         let core = self.clone();
@@ -247,8 +249,9 @@ impl Core {
         };
         Health {
             log_open: log.is_some(),
-            replay_done: readiness == Readiness::Ready,
+            replay_done: matches!(readiness, Readiness::Ready | Readiness::Standby { .. }),
             degraded,
+            standby_of: self.shared.standby_leader(),
         }
     }
 

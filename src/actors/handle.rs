@@ -37,6 +37,9 @@ pub enum CoreError {
     /// Replay is not finished (HTTP 503).
     #[error("storch is initializing, please try again later")]
     NotReady,
+    /// A standby refuses writes (HTTP 503); the leader's identity.
+    #[error("this storch instance is a standby and takes no writes; the leader is {0}")]
+    Standby(String),
     /// Start-up failed for good (HTTP 500).
     #[error("storch initialization failed; {0}")]
     BootstrapFailed(String),
@@ -66,6 +69,11 @@ pub enum CoreError {
 pub enum Readiness {
     Replaying,
     Ready,
+    /// Replicated through etcd and not the leader: reads are served from the replicated
+    /// projection, writes are refused with the leader's name.
+    Standby {
+        leader: String,
+    },
     Failed(String),
 }
 
@@ -146,6 +154,8 @@ pub struct CoreOptions {
     pub volume_idle: std::time::Duration,
     /// Write a projection checkpoint after this many events.
     pub checkpoint_every: u64,
+    /// Replicate the log through etcd (leader election, standbys).
+    pub replication: Option<Arc<crate::replication::Node>>,
 }
 
 impl Default for CoreOptions {
@@ -155,6 +165,7 @@ impl Default for CoreOptions {
             durability: crate::log::Durability::Flush,
             volume_idle: std::time::Duration::from_secs(30),
             checkpoint_every: 10_000,
+            replication: None,
         }
     }
 }
@@ -317,7 +328,7 @@ impl Core {
             match self.readiness() {
                 Readiness::Ready => return Ok(()),
                 Readiness::Failed(why) => return Err(why),
-                Readiness::Replaying => {
+                Readiness::Replaying | Readiness::Standby { .. } => {
                     tokio::time::sleep(std::time::Duration::from_millis(1)).await
                 }
             }
@@ -562,7 +573,7 @@ impl Core {
     }
 
     pub fn get_backend(&self, name: &str) -> Result<BackendView, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let rec = self
             .shared
             .projection
@@ -597,6 +608,9 @@ impl Core {
                 BackendState::Offline
             }
             Some(s) => s.status.state(),
+            None if self.shared.standby_leader().is_some() => {
+                BackendState::Failed("not run here: this instance is a standby".into())
+            }
             None => BackendState::Failed("backend actor is not running".into()),
         };
         Ok(BackendView {
@@ -613,7 +627,7 @@ impl Core {
 
     /// Names of online backends, sorted.
     pub fn list_backends(&self) -> Result<Vec<String>, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         Ok(self.shared.projection.read(|s| {
             s.backends
                 .iter()
@@ -701,7 +715,7 @@ impl Core {
     }
 
     pub fn get_storage_class(&self, name: &str) -> Result<StorageClassView, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let config = self
             .shared
             .projection
@@ -720,7 +734,7 @@ impl Core {
     }
 
     pub fn list_storage_classes(&self) -> Result<Vec<String>, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         Ok(self
             .shared
             .projection
@@ -785,7 +799,7 @@ impl Core {
     }
 
     pub fn get_volume(&self, name: &str) -> Result<VolumeView, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         self.volume_view(name)
     }
 
@@ -823,7 +837,7 @@ impl Core {
         &self,
         name: &str,
     ) -> Result<BTreeMap<String, serde_json::Value>, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let sealed = self
             .shared
             .projection
@@ -840,7 +854,7 @@ impl Core {
     }
 
     pub fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let mut names: Vec<String> = self
             .shared
             .projection
@@ -927,7 +941,7 @@ impl Core {
 
     /// Snapshots of one volume, or of every volume; sorted by volume, then name.
     pub fn list_snapshots(&self, volume: Option<&str>) -> Result<Vec<SnapshotView>, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let mut out: Vec<SnapshotView> = self.shared.projection.read(|s| {
             let views = |name: &str, v: &crate::projections::VolumeRecord| {
                 v.snapshots()
@@ -984,7 +998,7 @@ impl Core {
         protocol: Protocol,
         size_bytes: Option<u64>,
     ) -> Result<Explanation, CoreError> {
-        self.shared.ensure_ready()?;
+        self.shared.ensure_readable()?;
         let config = self
             .shared
             .projection

@@ -4,7 +4,8 @@
 //! - `class`: one actor per storage class (matched pools).
 //! - `volume`: virtual volume actors (create, delete, reconcile), activated on demand.
 //! - `shared`: what actors and the handle share; the placement policy (scheduler).
-//! - `handle`: `Core`, the handle; `runtime`: start-up, replay, shutdown.
+//! - `handle`: `Core`, the handle; `runtime`: start-up, replay, shutdown; `standby`: start-up
+//!   with etcd replication (follow the leader until elected).
 
 mod audit;
 mod backend;
@@ -13,6 +14,7 @@ mod declared;
 pub mod handle;
 mod runtime;
 mod shared;
+mod standby;
 mod volume;
 
 pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats};

@@ -118,6 +118,10 @@ impl CoreRuntime {
         {
             tracing::error!(error = %e, "event log did not close cleanly");
         }
+        // Last, once every acknowledged batch is in etcd: a standby takes over at once.
+        if let Some(node) = &self.shared.opts.replication {
+            node.stop().await;
+        }
     }
 }
 
@@ -148,8 +152,8 @@ fn replay(log: &EventLog) -> Result<State, LogError> {
     Ok(state)
 }
 
-async fn boot(shared: Arc<Shared>) {
-    let Some(log) = shared.log() else { return };
+/// Replays the log into a state on a blocking thread; a failure is recorded as the readiness.
+pub(super) async fn replay_log(shared: &Shared, log: &Arc<EventLog>) -> Option<State> {
     let started = std::time::Instant::now();
     let replay_log = log.clone();
     let state = match tokio::task::spawn_blocking(move || replay(&replay_log)).await {
@@ -159,11 +163,11 @@ async fn boot(shared: Arc<Shared>) {
             *write(&shared.readiness) = Readiness::Failed(format!(
                 "{e}; run `storch events verify --data-dir DIR` to inspect the log"
             ));
-            return;
+            return None;
         }
         Err(e) => {
             *write(&shared.readiness) = Readiness::Failed(format!("replay panicked: {e}"));
-            return;
+            return None;
         }
     };
     tracing::info!(
@@ -174,21 +178,58 @@ async fn boot(shared: Arc<Shared>) {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "event log replayed"
     );
-    let classes = state.classes.clone();
-    let backends = state.backends.clone();
-    let pending: Vec<String> = state
-        .volumes
-        .iter()
-        .filter(|(_, v)| {
-            v.state != VolumeState::Online || v.snapshots().values().any(|s| s.created_ms.is_none())
-        })
-        .map(|(n, _)| n.to_string())
-        .collect();
-    shared.projection.replace(state);
-    let appender = log.start_writer(Arc::new(super::audit::Sink {
+    Some(state)
+}
+
+pub(super) fn commit_sink(shared: &Shared) -> Arc<super::audit::Sink> {
+    Arc::new(super::audit::Sink {
         projection: shared.projection.clone(),
         followers: shared.followers.clone(),
-    }));
+    })
+}
+
+async fn boot(shared: Arc<Shared>) {
+    let Some(log) = shared.log() else { return };
+    let replicator = match shared.opts.replication.clone() {
+        None => {
+            let Some(state) = replay_log(&shared, &log).await else {
+                return;
+            };
+            shared.projection.replace(state);
+            None
+        }
+        Some(node) => {
+            if !super::standby::follow_until_elected(&shared, &log, &node).await {
+                return;
+            }
+            let mut lost = node.lost();
+            let watcher = shared.clone();
+            tokio::spawn(async move {
+                let seen = lost.wait_for(Option::is_some).await.map(|r| r.clone());
+                if let Ok(reason) = seen {
+                    let reason = reason.unwrap_or_default();
+                    *write(&watcher.readiness) =
+                        Readiness::Failed(format!("lost the etcd leadership: {reason}"));
+                }
+            });
+            let replicator: Arc<dyn crate::log::Replicator> =
+                Arc::new(crate::replication::EtcdReplicator(node.clone()));
+            Some(replicator)
+        }
+    };
+    let (classes, backends, pending) = shared.projection.read(|state| {
+        let pending: Vec<String> = state
+            .volumes
+            .iter()
+            .filter(|(_, v)| {
+                v.state != VolumeState::Online
+                    || v.snapshots().values().any(|s| s.created_ms.is_none())
+            })
+            .map(|(n, _)| n.to_string())
+            .collect();
+        (state.classes.clone(), state.backends.clone(), pending)
+    });
+    let appender = log.start_writer_with(commit_sink(&shared), replicator);
     *write(&shared.appender) = Some(appender);
 
     for (name, config) in classes {
@@ -232,7 +273,7 @@ async fn boot(shared: Arc<Shared>) {
     }
 }
 
-async fn checkpoint(shared: &Shared) {
+pub(super) async fn checkpoint(shared: &Shared) {
     let (seq, bytes) = shared.projection.read(|s| (s.head, s.encode()));
     if seq == 0 {
         return;

@@ -122,11 +122,29 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 impl Shared {
+    /// For commands: only a ready leader (or a core without replication) takes them.
     pub fn ensure_ready(&self) -> Result<(), CoreError> {
         match &*read(&self.readiness) {
             Readiness::Ready => Ok(()),
             Readiness::Replaying => Err(CoreError::NotReady),
+            Readiness::Standby { leader } => Err(CoreError::Standby(leader.clone())),
             Readiness::Failed(why) => Err(CoreError::BootstrapFailed(why.clone())),
+        }
+    }
+
+    /// For reads: a standby answers them from its replicated projection.
+    pub fn ensure_readable(&self) -> Result<(), CoreError> {
+        match &*read(&self.readiness) {
+            Readiness::Standby { .. } => Ok(()),
+            _ => self.ensure_ready(),
+        }
+    }
+
+    /// The leader's identity while this instance is a standby.
+    pub fn standby_leader(&self) -> Option<String> {
+        match &*read(&self.readiness) {
+            Readiness::Standby { leader } => Some(leader.clone()),
+            _ => None,
         }
     }
 
@@ -265,6 +283,7 @@ pub(crate) fn observe<T>(
         Err(CoreError::Invalid(_)) => "invalid",
         Err(CoreError::Failed(_)) => "failed",
         Err(CoreError::NotReady | CoreError::Unavailable(_)) => "unavailable",
+        Err(CoreError::Standby(_)) => "standby",
         Err(CoreError::BootstrapFailed(_) | CoreError::Internal(_)) => "error",
     };
     metrics::histogram!("storch_operation_duration_seconds", "operation" => operation, "outcome" => outcome)

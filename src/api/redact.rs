@@ -64,6 +64,7 @@ pub(crate) fn scrub_core_error(e: CoreError, secrets: &[String]) -> CoreError {
     let s = |m: String| scrub(&m, secrets);
     match e {
         CoreError::NotReady => CoreError::NotReady,
+        CoreError::Standby(m) => CoreError::Standby(s(m)),
         CoreError::BootstrapFailed(m) => CoreError::BootstrapFailed(s(m)),
         CoreError::NotFound(m) => CoreError::NotFound(s(m)),
         CoreError::AlreadyExists(m) => CoreError::AlreadyExists(s(m)),

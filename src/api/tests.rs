@@ -33,7 +33,9 @@ impl Harness {
             match h.core.readiness() {
                 Readiness::Ready => return h,
                 Readiness::Failed(e) => panic!("core failed to start: {e}"),
-                Readiness::Replaying => tokio::time::sleep(Duration::from_millis(10)).await,
+                Readiness::Replaying | Readiness::Standby { .. } => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
             }
         }
         panic!("core not ready after 5 s");

@@ -1,15 +1,14 @@
 //! The anchor system's persistence pattern as a baseline: the same records written to etcd,
-//! one transaction per object change (create-only compare on the key's version), through
-//! etcd's JSON gateway (`POST /v3/kv/txn`) with as many concurrent writers as clients.
+//! one transaction per object change (create-only compare on the key), with as many
+//! concurrent writers as clients.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
-use serde_json::json;
+
+use crate::replication::etcd::{Compare, Etcd, Op, prefix_end};
 
 /// What etcd achieved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,41 +26,34 @@ pub async fn txn_per_record(
     record_bytes: usize,
     writers: usize,
 ) -> Result<EtcdBaseline, String> {
-    let base = endpoint.trim_end_matches('/').to_string();
-    let base = if base.starts_with("http://") || base.starts_with("https://") {
-        base
-    } else {
-        format!("http://{base}")
-    };
-    let http = crate::api::tls::client();
+    let etcd = Arc::new(Etcd::new(&[endpoint.to_string()]).map_err(|e| format!("--etcd: {e}"))?);
+    let base = etcd.endpoints()[0].clone();
     let prefix = format!("/storch-bench/{}/", uuid::Uuid::new_v4());
-    let value = STANDARD.encode(vec![b'x'; record_bytes]);
+    let value = vec![b'x'; record_bytes];
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..writers.max(1))
         .map(|_| {
-            let (http, base, prefix, value, next) =
-                (http.clone(), base.clone(), prefix.clone(), value.clone(), next.clone());
+            let (etcd, prefix, value, next) =
+                (etcd.clone(), prefix.clone(), value.clone(), next.clone());
             tokio::spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= records {
-                        return Ok(());
+                        return Ok::<(), String>(());
                     }
-                    let key = STANDARD.encode(format!("{prefix}{i:012}"));
-                    let body = json!({
-                        "compare": [{"key": key, "result": "EQUAL", "target": "VERSION", "version": "0"}],
-                        "success": [{"request_put": {"key": key, "value": value}}],
-                    });
-                    let r = http
-                        .post(format!("{base}/v3/kv/txn"))
-                        .json(&body)
-                        .send()
-                        .await
-                        .map_err(|e| format!("etcd at {base}: {e}"))?;
-                    if !r.status().is_success() {
-                        return Err(format!("etcd at {base}: HTTP {}", r.status()));
-                    }
+                    let key = format!("{prefix}{i:012}").into_bytes();
+                    etcd.txn(
+                        &[Compare::CreateRevision(key.clone(), 0)],
+                        &[Op::Put {
+                            key,
+                            value: value.clone(),
+                            lease: None,
+                        }],
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| format!("etcd at {}: {e}", etcd.endpoints()[0]))?;
                 }
             })
         })
@@ -71,15 +63,8 @@ pub async fn txn_per_record(
     }
     let elapsed = started.elapsed();
     // Leave nothing behind.
-    let from = STANDARD.encode(&prefix);
-    let mut end = prefix.clone().into_bytes();
-    if let Some(last) = end.last_mut() {
-        *last += 1;
-    }
-    let _ = http
-        .post(format!("{base}/v3/kv/deleterange"))
-        .json(&json!({"key": from, "range_end": STANDARD.encode(end)}))
-        .send()
+    let _ = etcd
+        .delete_range(prefix.as_bytes(), &prefix_end(prefix.as_bytes()))
         .await;
     Ok(EtcdBaseline {
         endpoint: base,

@@ -68,6 +68,8 @@ pub struct ProvisionOptions {
     pub target: Option<ArrayTarget>,
     /// Also write the same records to this etcd, one transaction per object change.
     pub etcd: Option<String>,
+    /// Replicate storch's own log through this etcd while it runs.
+    pub replicate_etcd: Option<String>,
 }
 
 /// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`), or
@@ -141,6 +143,7 @@ impl Default for ProvisionOptions {
             via_rest: false,
             target: None,
             etcd: None,
+            replicate_etcd: None,
         }
     }
 }
@@ -216,6 +219,18 @@ pub struct Baseline {
     pub etcd: Option<super::etcd::EtcdBaseline>,
     /// storch events/s ÷ etcd records/s.
     pub ratio_to_etcd: Option<f64>,
+    /// With `--replicate-etcd`: storch's own log replicated through etcd.
+    pub replicated: Option<Replicated>,
+}
+
+/// Replication through etcd in this run: every event counted here was acknowledged only once
+/// etcd held it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Replicated {
+    pub endpoint: String,
+    pub events_per_sec: f64,
+    /// Events per etcd transaction (the batching).
+    pub events_per_txn: f64,
 }
 
 /// The result of a run. JSON field names are stable.
@@ -421,9 +436,22 @@ async fn run_in(
     progress: impl Fn(u64, u64) + Send + 'static,
 ) -> Result<ProvisionReport, String> {
     let recorder = BenchRecorder::global();
+    let replication = match &opts.replicate_etcd {
+        Some(endpoint) => Some(
+            crate::replication::Node::new(crate::replication::ReplicationOptions {
+                endpoints: vec![endpoint.clone()],
+                prefix: format!("/storch-bench/{}", uuid::Uuid::new_v4().simple()),
+                lease_ttl: std::time::Duration::from_secs(10),
+                identity: "storch-bench".into(),
+            })
+            .map_err(|e| format!("--replicate-etcd: {e}"))?,
+        ),
+        None => None,
+    };
     let rt = CoreRuntime::start(CoreOptions {
         data_dir: dir.to_path_buf(),
         durability: opts.durability,
+        replication: replication.clone(),
         ..CoreOptions::default()
     })
     .await
@@ -539,7 +567,24 @@ async fn run_in(
         .into_iter()
         .map(|p| (p.backend, p.pool))
         .collect();
+    let etcd_txns = recorder
+        .map(|r| r.counter("storch_replication_txns_total"))
+        .unwrap_or(0);
     rt.shutdown().await;
+    let replicated = match (&replication, &opts.replicate_etcd) {
+        (Some(node), Some(endpoint)) => {
+            // Leave nothing behind in etcd.
+            if let Err(e) = node.remove_all().await {
+                tracing::warn!(error = %e, "could not remove the benchmark's keys from etcd");
+            }
+            Some(Replicated {
+                endpoint: endpoint.clone(),
+                events_per_sec: events as f64 / elapsed.as_secs_f64().max(1e-9),
+                events_per_txn: events as f64 / etcd_txns.max(1) as f64,
+            })
+        }
+        _ => None,
+    };
 
     let log_bytes = dir_bytes(&dir.join("log"));
     let volumes_made = placed.values().sum::<u64>().max(1);
@@ -645,6 +690,7 @@ async fn run_in(
             share_of_bound: bound.map(|b| ops_per_sec / b),
             etcd,
             ratio_to_etcd,
+            replicated,
         },
         options: Arc::try_unwrap(opts).unwrap_or_else(|a| (*a).clone()),
     })

@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server: the core (event log, actors) and the REST API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Add a backend, storage class, volume (or clone) or snapshot.
     #[command(subcommand)]
     Create(CreateKind),
@@ -105,6 +105,38 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub kube: KubeArgs,
+
+    #[command(flatten)]
+    pub etcd: EtcdArgs,
+}
+
+/// Replication of the event log through etcd: on with --etcd-endpoints.
+#[derive(Debug, Clone, Default, Args)]
+#[group(skip)]
+pub struct EtcdArgs {
+    /// Replicate the event log through these etcd members (http://HOST:PORT, comma separated):
+    /// instances with the same --etcd-prefix elect one leader; the others are standbys that
+    /// serve reads and take over when the leader's lease expires.
+    #[arg(
+        long,
+        env = "STORCH_ETCD_ENDPOINTS",
+        value_name = "URLS",
+        value_delimiter = ','
+    )]
+    pub etcd_endpoints: Vec<String>,
+
+    /// The etcd key prefix of this storch cluster [default: /storch].
+    #[arg(long, env = "STORCH_ETCD_PREFIX", value_name = "PREFIX")]
+    pub etcd_prefix: Option<String>,
+
+    /// How long a leader that stops renewing its etcd lease blocks a takeover [default: 10s].
+    #[arg(long, env = "STORCH_ETCD_LEASE_TTL", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub etcd_lease_ttl: Option<std::time::Duration>,
+
+    /// This instance's name in the leader key [default: STORCH_POD_NAME, else the host name
+    /// and the process id].
+    #[arg(long, env = "STORCH_ETCD_IDENTITY", value_name = "ID")]
+    pub etcd_identity: Option<String>,
 }
 
 /// The Kubernetes frontend: on with one of --kubeconfig, --k8s-api-server, --in-cluster.
@@ -193,7 +225,7 @@ mod tests {
     fn serve_args(argv: &[&str]) -> Result<ServeArgs, clap::Error> {
         let cli = Cli::try_parse_from(argv)?;
         match cli.command {
-            Command::Serve(args) => Ok(args),
+            Command::Serve(args) => Ok(*args),
             other => panic!("not serve: {other:?}"),
         }
     }

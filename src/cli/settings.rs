@@ -33,6 +33,8 @@ pub struct ServeSettings {
     pub config: Option<crate::config::FileConfig>,
     /// The Kubernetes frontend, when a cluster is given.
     pub kube: Option<crate::k8s::KubeOptions>,
+    /// Replication through etcd, when endpoints are given.
+    pub replication: Option<crate::replication::ReplicationOptions>,
 }
 
 /// Why the arguments were refused.
@@ -55,6 +57,10 @@ pub enum SettingsError {
     EmptyProvisioner,
     #[error("--k8s-lease-duration must be at least 1s")]
     ShortLease,
+    #[error("{0}")]
+    Etcd(String),
+    #[error("{0} configures etcd replication, which needs --etcd-endpoints")]
+    EtcdWithoutEndpoints(&'static str),
     #[error("--tls-cert and --tls-key go together; {0} is missing")]
     TlsPair(&'static str),
     #[error(
@@ -103,6 +109,7 @@ impl ServeArgs {
             (Some(_), None) => return Err(SettingsError::TlsPair("--tls-key")),
             (None, Some(_)) => return Err(SettingsError::TlsPair("--tls-cert")),
         };
+        let replication = etcd_options(self.etcd, self.kube.k8s_identity.as_deref())?;
         let kube = kube_options(self.kube)?;
         let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
@@ -129,8 +136,46 @@ impl ServeArgs {
             insecure_listen: exposed,
             config,
             kube,
+            replication,
         })
     }
+}
+
+/// Replication's options, or `None` without endpoints (then no other etcd flag may be given).
+fn etcd_options(
+    a: super::args::EtcdArgs,
+    pod_name: Option<&str>,
+) -> Result<Option<crate::replication::ReplicationOptions>, SettingsError> {
+    if a.etcd_endpoints.is_empty() {
+        let given = [
+            (a.etcd_prefix.is_some(), "--etcd-prefix"),
+            (a.etcd_lease_ttl.is_some(), "--etcd-lease-ttl"),
+            (a.etcd_identity.is_some(), "--etcd-identity"),
+        ];
+        return match given.iter().find(|(set, _)| *set) {
+            Some((_, flag)) => Err(SettingsError::EtcdWithoutEndpoints(flag)),
+            None => Ok(None),
+        };
+    }
+    let identity = a
+        .etcd_identity
+        .or_else(|| pod_name.map(str::to_string))
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "storch".into());
+            format!("{host}-{}", std::process::id())
+        });
+    let opts = crate::replication::ReplicationOptions {
+        endpoints: a.etcd_endpoints,
+        prefix: a.etcd_prefix.unwrap_or_else(|| "/storch".into()),
+        lease_ttl: a
+            .etcd_lease_ttl
+            .unwrap_or(std::time::Duration::from_secs(10)),
+        identity,
+    };
+    opts.validate().map_err(SettingsError::Etcd)?;
+    Ok(Some(opts))
 }
 
 /// The frontend's options, or `None` without a cluster (then no k8s flag may be given).
@@ -219,6 +264,7 @@ mod tests {
             auth_token_file: None,
             insecure_listen: insecure,
             kube: Default::default(),
+            etcd: Default::default(),
         }
     }
 
@@ -342,5 +388,55 @@ mod tests {
         let opts = s.core_options();
         assert_eq!(opts.data_dir, PathBuf::from("/tmp/x"));
         assert_eq!(opts.volume_idle, CoreOptions::default().volume_idle);
+    }
+
+    #[test]
+    fn etcd_flags_are_checked() {
+        // Off by default.
+        assert_eq!(
+            args("127.0.0.1", false)
+                .into_settings()
+                .unwrap()
+                .replication,
+            None
+        );
+        // Another etcd flag without endpoints is named.
+        let mut a = args("127.0.0.1", false);
+        a.etcd.etcd_prefix = Some("/x".into());
+        let msg = a.into_settings().unwrap_err().to_string();
+        assert!(
+            msg.contains("--etcd-prefix") && msg.contains("--etcd-endpoints"),
+            "{msg}"
+        );
+        // Defaults, and the pod name as the identity.
+        let mut a = args("127.0.0.1", false);
+        a.etcd.etcd_endpoints = vec!["127.0.0.1:2379".into()];
+        a.kube.k8s_identity = Some("storch-0".into());
+        let r = a.into_settings().unwrap().replication.unwrap();
+        assert_eq!(r.prefix, "/storch");
+        assert_eq!(r.lease_ttl, std::time::Duration::from_secs(10));
+        assert_eq!(r.identity, "storch-0");
+        // Bad values name their flag and the value.
+        for (field, value, flag) in [
+            ("endpoint", "ftp://x", "--etcd-endpoints"),
+            ("prefix", "storch", "--etcd-prefix"),
+            ("prefix", "/", "--etcd-prefix"),
+            ("ttl", "1s", "--etcd-lease-ttl"),
+            ("identity", " ", "--etcd-identity"),
+        ] {
+            let mut a = args("127.0.0.1", false);
+            a.etcd.etcd_endpoints = vec!["127.0.0.1:2379".into()];
+            match field {
+                "endpoint" => a.etcd.etcd_endpoints = vec![value.into()],
+                "prefix" => a.etcd.etcd_prefix = Some(value.into()),
+                "ttl" => a.etcd.etcd_lease_ttl = Some(humantime::parse_duration(value).unwrap()),
+                _ => a.etcd.etcd_identity = Some(value.into()),
+            }
+            let msg = a.into_settings().unwrap_err().to_string();
+            assert!(msg.contains(flag), "{field}: {msg}");
+            if field != "identity" {
+                assert!(msg.contains(value.trim()), "{field}: {msg}");
+            }
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod etcd;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -58,6 +60,33 @@ pub async fn wait_ready(core: &Core) {
         Ok(Err(e)) => panic!("core failed to start: {e}"),
         Err(_) => panic!("core not ready after 5 s"),
     }
+}
+
+/// Crash-test rounds: the number in environment variable `var`, else `default`.
+pub fn rounds(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// GET `url`: the status and the JSON body (`Null` when it is not JSON).
+pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let r = client.get(url).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// POSTs `body` to `{url}/trident/v1/{kind}` and asserts it was created.
+pub async fn create(client: &reqwest::Client, url: &str, kind: &str, body: &Value) {
+    let r = client
+        .post(format!("{url}/trident/v1/{kind}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    assert_eq!(status, 201, "POST {kind}: {}", r.text().await.unwrap());
 }
 
 /// Polls `f` until it returns true (up to ~10 s); for background work like reconciliation.

@@ -53,6 +53,13 @@ pub(crate) async fn readyz(State(core): State<Core>, ctx: ReqCtx) -> Result<Resp
         );
     }
     let mut reasons = Vec::new();
+    let mut status = "unavailable";
+    if let Some(leader) = &health.standby_of {
+        status = "standby";
+        reasons.push(format!(
+            "this instance is an etcd standby (reads only); the leader is {leader}"
+        ));
+    }
     if let Some(why) = &health.degraded {
         reasons.push(why.clone());
     }
@@ -64,10 +71,7 @@ pub(crate) async fn readyz(State(core): State<Core>, ctx: ReqCtx) -> Result<Resp
     }
     let mut response = call.reply(
         StatusCode::SERVICE_UNAVAILABLE,
-        &StatusResponse {
-            status: "unavailable",
-            reasons,
-        },
+        &StatusResponse { status, reasons },
     )?;
     response
         .headers_mut()

@@ -13,7 +13,7 @@ use crate::log::Durability;
 #[derive(Debug, Clone, Subcommand)]
 pub enum BenchKind {
     /// Provision volumes through the whole pipeline against fake backends.
-    Provision(ProvisionArgs),
+    Provision(Box<ProvisionArgs>),
     /// Build a log of N volumes' lifecycles and measure cold replay.
     Replay(BenchReplayArgs),
 }
@@ -63,6 +63,10 @@ pub struct ProvisionArgs {
     /// transaction per object change, and print storch's ratio to it.
     #[arg(long, value_name = "ENDPOINT")]
     pub etcd: Option<String>,
+    /// Run storch itself with its log replicated through this etcd (as the leader of a fresh
+    /// prefix, removed afterwards): every acknowledged event is then in etcd too.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub replicate_etcd: Option<String>,
     /// Print the JSON report instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -97,6 +101,7 @@ pub fn run(kind: BenchKind) -> CliResult<()> {
         .map_err(|e| CliError::Settings(format!("could not start a runtime: {e}")))?;
     let text = match kind {
         BenchKind::Provision(a) => {
+            let a = *a;
             let json = a.json;
             let opts = ProvisionOptions {
                 volumes: a.volumes,
@@ -112,6 +117,7 @@ pub fn run(kind: BenchKind) -> CliResult<()> {
                 via_rest: a.via_rest,
                 target: a.target,
                 etcd: a.etcd,
+                replicate_etcd: a.replicate_etcd,
             };
             let progress = std::io::stderr().is_terminal();
             let report = runtime
@@ -229,6 +235,12 @@ fn provision_table(r: &ProvisionReport) -> String {
     ];
     for (k, v) in rows {
         out.push_str(&format!("{k:<24}{v}\n"));
+    }
+    if let Some(r) = &b.replicated {
+        out.push_str(&format!(
+            "{:<24}{:.0} events/s replicated through etcd at {} ({:.1} events per transaction)\n",
+            "etcd replication", r.events_per_sec, r.endpoint, r.events_per_txn
+        ));
     }
     if let (Some(e), Some(ratio)) = (&b.etcd, b.ratio_to_etcd) {
         out.push_str(&format!(

@@ -34,6 +34,13 @@ pub enum ServeError {
     },
     #[error("the REST server failed")]
     Server(#[source] std::io::Error),
+    #[error("cannot use etcd: {0}")]
+    Etcd(String),
+    #[error(
+        "stopped writing because this instance lost its etcd leadership ({0}); start it again \
+         to rejoin as a standby"
+    )]
+    LostLeadership(String),
     #[error("could not set up TLS")]
     Tls(#[source] crate::api::tls::TlsError),
     #[error("cannot read --auth-token-file {}", path.display())]
@@ -80,7 +87,23 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     }
 
     tracing::info!(data_dir = %settings.data_dir.display(), "starting the core");
-    let core_runtime = CoreRuntime::start(settings.core_options())
+    let mut core_options = settings.core_options();
+    let node = match &settings.replication {
+        Some(opts) => {
+            let node = crate::replication::Node::new(opts.clone()).map_err(ServeError::Etcd)?;
+            tracing::info!(
+                endpoints = ?node.endpoints(),
+                prefix = %opts.prefix,
+                identity = %node.identity(),
+                "replicating the event log through etcd"
+            );
+            Some(node)
+        }
+        None => None,
+    };
+    core_options.replication = node.clone();
+    let mut lost = node.as_ref().map(|n| n.lost());
+    let core_runtime = CoreRuntime::start(core_options)
         .await
         .map_err(ServeError::Core)?;
 
@@ -119,8 +142,29 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     announce(local, options.tls.is_some());
     tracing::info!(address = %local, "REST API listening");
 
+    let lost_reason = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let lost_slot = lost_reason.clone();
     let shutdown = async move {
-        let signal = signals.recv().await;
+        let leadership_lost = async {
+            match lost.as_mut() {
+                Some(rx) => {
+                    let seen = rx.wait_for(Option::is_some).await.map(|r| r.clone());
+                    match seen {
+                        Ok(reason) => reason.unwrap_or_default(),
+                        Err(_) => std::future::pending().await,
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let signal = tokio::select! {
+            signal = signals.recv() => signal,
+            reason = leadership_lost => {
+                tracing::error!(%reason, "lost the etcd leadership; shutting down");
+                *lost_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                "leadership lost"
+            }
+        };
         tracing::info!(signal, "shutting down (send it again to exit at once)");
         tokio::spawn(async move {
             let signal = signals.recv().await;
@@ -144,7 +188,12 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     tracing::info!("REST server stopped; shutting down the core");
     core_runtime.shutdown().await;
     tracing::info!("storch stopped");
-    served.map_err(ServeError::Server)
+    served.map_err(ServeError::Server)?;
+    let lost = lost_reason.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match lost {
+        Some(reason) => Err(ServeError::LostLeadership(reason)),
+        None => Ok(()),
+    }
 }
 
 /// Applies the config file once the core is ready, then again on every SIGHUP (re-reading the

@@ -1,0 +1,115 @@
+//! A real etcd (Debian's `etcd-server`, installed by `.ci/run`) on free loopback ports: it
+//! can be killed and started again on the same ports and data, and is stopped and its data
+//! removed when dropped.
+
+use std::time::Duration;
+
+pub struct Etcd {
+    child: Option<std::process::Child>,
+    pub endpoint: String,
+    peer_url: String,
+    data: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Etcd {
+    /// Starts a one-member etcd and waits until it answers.
+    pub async fn start() -> Etcd {
+        let mut etcd = Etcd {
+            child: None,
+            endpoint: format!("http://127.0.0.1:{}", free_port()),
+            peer_url: format!("http://127.0.0.1:{}", free_port()),
+            data: tempfile::tempdir().unwrap(),
+        };
+        etcd.spawn();
+        etcd.wait_up().await;
+        etcd
+    }
+
+    fn spawn(&mut self) {
+        let child = std::process::Command::new("etcd")
+            .args(["--name", "storch-test", "--data-dir"])
+            .arg(self.data.path().join("etcd"))
+            .args([
+                "--listen-client-urls",
+                &self.endpoint,
+                "--advertise-client-urls",
+                &self.endpoint,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &self.peer_url,
+                "--initial-advertise-peer-urls",
+                &self.peer_url,
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("storch-test={}", self.peer_url),
+                "--initial-cluster-state",
+                "new",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("etcd runs (apt-get install etcd-server; .ci/run does)");
+        self.child = Some(child);
+    }
+
+    /// Polls `/health` until etcd answers (up to ~20 s).
+    pub async fn wait_up(&self) {
+        let client = storch::api::tls::client();
+        for _ in 0..400 {
+            if client
+                .get(format!("{}/health", self.endpoint))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("etcd did not come up at {}", self.endpoint);
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same ports and data, and waits until it answers.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+        self.wait_up().await;
+    }
+
+    /// A JSON gateway call, for tests that look at or change etcd directly.
+    pub async fn call(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        storch::api::tls::client()
+            .post(format!("{}{path}", self.endpoint))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

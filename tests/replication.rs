@@ -1,0 +1,551 @@
+//! Replication of the event log through a real etcd (Debian's `etcd-server`, started on free
+//! loopback ports): standbys follow and serve reads, a SIGKILLed leader is replaced with every
+//! acknowledged write, a fenced-out leader acknowledges nothing and its unacknowledged tail is
+//! cut back when it rejoins, and an etcd restart loses nothing that was acknowledged.
+//! `STORCH_ETCD_CRASH_ROUNDS` sets the takeover rounds (default 4).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::etcd::Etcd;
+use common::*;
+use serde_json::{Value, json};
+use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
+use storch::log::{Durability, EventLog};
+use storch::replication::{Node, ReplicationOptions};
+
+fn serve_args<'a>(etcd: &'a Etcd, id: &'a str) -> Vec<&'a str> {
+    serve_args_ttl(etcd, id, "2s")
+}
+
+fn serve_args_ttl<'a>(etcd: &'a Etcd, id: &'a str, ttl: &'a str) -> Vec<&'a str> {
+    vec![
+        "--etcd-endpoints",
+        &etcd.endpoint,
+        "--etcd-lease-ttl",
+        ttl,
+        "--etcd-identity",
+        id,
+    ]
+}
+
+/// Waits until `/readyz` says what `role` expects: `leader` (200) or `standby of X`.
+async fn wait_role(client: &reqwest::Client, server: &Server, role: &str) {
+    let mut last = Value::Null;
+    for _ in 0..1500 {
+        if let Ok(r) = client.get(format!("{}/readyz", server.url)).send().await {
+            let status = r.status().as_u16();
+            last = r.json().await.unwrap_or(Value::Null);
+            let ok = match role.strip_prefix("standby of ") {
+                None => status == 200,
+                Some(leader) => {
+                    status == 503
+                        && last["status"] == "standby"
+                        && last["reasons"][0]
+                            .as_str()
+                            .is_some_and(|r| r.ends_with(&format!("the leader is {leader}")))
+                }
+            };
+            if ok {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "{} never became {role} (last /readyz: {last}); log:\n{}",
+        server.url,
+        server.log()
+    );
+}
+
+async fn volume_names(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
+    let (status, list) = get_json(client, &format!("{url}/trident/v1/volume")).await;
+    assert_eq!(status, 200, "{list}");
+    serde_json::from_value(list["volumes"].clone()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowledged_write() {
+    let rounds = common::rounds("STORCH_ETCD_CRASH_ROUNDS", 4);
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = [tmp.path().join("a"), tmp.path().join("b")];
+    let ids = ["a", "b"];
+    let client = storch::api::tls::client();
+
+    let mut servers = [
+        Some(Server::start_with(
+            &dirs[0],
+            &serve_args(&etcd, ids[0]),
+            &[],
+        )),
+        None,
+    ];
+    wait_role(&client, servers[0].as_ref().unwrap(), "leader").await;
+    servers[1] = Some(Server::start_with(
+        &dirs[1],
+        &serve_args(&etcd, ids[1]),
+        &[],
+    ));
+    wait_role(&client, servers[1].as_ref().unwrap(), "standby of a").await;
+
+    // One array both instances reach (the fake array keeps its state in a file).
+    let mut backend = fake_backend("shared", "file", &[("p1", ssd()), ("p2", ssd())]);
+    backend["statePath"] = json!(tmp.path().join("array.json"));
+    let leader_url = servers[0].as_ref().unwrap().url.clone();
+    create(&client, &leader_url, "backend", &backend).await;
+    create(
+        &client,
+        &leader_url,
+        "storageclass",
+        &json!({"name": "any"}),
+    )
+    .await;
+
+    // A standby serves reads and refuses writes, naming the leader.
+    let standby_url = servers[1].as_ref().unwrap().url.clone();
+    for _ in 0..500 {
+        let (status, _) = get_json(
+            &client,
+            &format!("{standby_url}/trident/v1/storageclass/any"),
+        )
+        .await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, class) = get_json(
+        &client,
+        &format!("{standby_url}/trident/v1/storageclass/any"),
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "the standby serves the replicated class: {class}"
+    );
+    let r = client
+        .post(format!("{standby_url}/trident/v1/volume"))
+        .json(&json!({"name": "on-standby", "size": "1Gi", "storageClass": "any"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("standby") && text.contains("the leader is a"),
+        "{text}"
+    );
+
+    let acked = Arc::new(Mutex::new(Acked::default()));
+    let mut leader = 0;
+    for round in 0..rounds {
+        let url = servers[leader].as_ref().unwrap().url.clone();
+        let tasks: Vec<_> = (0..6)
+            .map(|c| {
+                tokio::spawn(load(
+                    client.clone(),
+                    url.clone(),
+                    acked.clone(),
+                    format!("r{round}c{c}"),
+                    "1Gi",
+                    "any",
+                ))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(150 + rand::random::<u64>() % 400)).await;
+        servers[leader].as_mut().unwrap().kill();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let other = 1 - leader;
+        wait_role(&client, servers[other].as_ref().unwrap(), "leader").await;
+        let names = volume_names(&client, &servers[other].as_ref().unwrap().url).await;
+        {
+            let acked = acked.lock().unwrap();
+            for v in &acked.live {
+                assert!(
+                    names.contains(v),
+                    "round {round}: acknowledged volume {v} is lost"
+                );
+            }
+            for v in &acked.deleted {
+                assert!(
+                    !names.contains(v),
+                    "round {round}: acknowledged delete of {v} came back"
+                );
+            }
+        }
+        // The killed one comes back as a standby of the new leader and catches up.
+        servers[leader] = Some(Server::start_with(
+            &dirs[leader],
+            &serve_args(&etcd, ids[leader]),
+            &[],
+        ));
+        let back = servers[leader].as_ref().unwrap();
+        wait_role(&client, back, &format!("standby of {}", ids[other])).await;
+        let new_leader_url = servers[other].as_ref().unwrap().url.clone();
+        let mut seen = (BTreeSet::new(), BTreeSet::new());
+        for _ in 0..500 {
+            seen = (
+                volume_names(&client, &back.url).await,
+                volume_names(&client, &new_leader_url).await,
+            );
+            if seen.0 == seen.1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            seen.0,
+            seen.1,
+            "round {round}: the standby did not catch up; its log:\n{}\nthe leader's log:\n{}",
+            back.log(),
+            servers[other].as_ref().unwrap().log()
+        );
+        leader = other;
+    }
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    assert!(!acked.live.is_empty(), "the load made no volumes at all");
+
+    // Both logs are the same chain, record for record.
+    for s in servers.iter_mut().flatten() {
+        s.stop();
+    }
+    let a = EventLog::open(&dirs[0].join("log"), Durability::Flush).unwrap();
+    let b = EventLog::open(&dirs[1].join("log"), Durability::Flush).unwrap();
+    assert_eq!(a.verify().first_bad, None);
+    assert_eq!(b.verify().first_bad, None);
+    assert_eq!(a.head(), b.head(), "both logs end at the same record");
+    let head = a.head().0;
+    for seq in 1..=head {
+        assert_eq!(a.raw_frame(seq), b.raw_frame(seq), "record {seq} differs");
+    }
+    eprintln!(
+        "{rounds} takeovers: {} volumes acknowledged, {} deletes, {head} events",
+        acked.live.len(),
+        acked.deleted.len()
+    );
+}
+
+fn node(etcd: &Etcd, id: &str) -> Arc<Node> {
+    Node::new(ReplicationOptions {
+        endpoints: vec![etcd.endpoint.clone()],
+        prefix: "/storch-test".into(),
+        lease_ttl: Duration::from_secs(2),
+        identity: id.into(),
+    })
+    .unwrap()
+}
+
+async fn start_replicated(dir: &Path, node: Arc<Node>) -> CoreRuntime {
+    CoreRuntime::start(CoreOptions {
+        data_dir: dir.to_path_buf(),
+        replication: Some(node),
+        ..CoreOptions::default()
+    })
+    .await
+    .unwrap()
+}
+
+async fn wait_standby_of(rt: &CoreRuntime, leader: &str) {
+    wait_for(
+        "a standby",
+        rt,
+        |r| matches!(r, Readiness::Standby { leader: l } if l == leader),
+    )
+    .await;
+}
+
+async fn wait_for(what: &str, rt: &CoreRuntime, f: impl Fn(&Readiness) -> bool) {
+    for _ in 0..1000 {
+        if f(&rt.core().readiness()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}: {:?}", rt.core().readiness());
+}
+
+fn volume(name: &str) -> storch::model::VolumeConfig {
+    serde_json::from_value(json!({"name": name, "size": "1Gi", "storageClass": "any"})).unwrap()
+}
+
+/// A leader on `dir` with backend `f` and class `any`.
+async fn set_up_leader(etcd: &Etcd, dir: &Path) -> CoreRuntime {
+    let rt = start_replicated(dir, node(etcd, "a")).await;
+    wait_ready(&rt.core()).await;
+    set_up(&rt).await;
+    rt
+}
+
+async fn set_up(rt: &CoreRuntime) {
+    let ctx = RequestCtx::new("setup");
+    let core = rt.core();
+    core.add_backend(&ctx, fake_backend("f", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(
+        &ctx,
+        serde_json::from_value(json!({"name": "any"})).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_it_rejoins() {
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+
+    let a = set_up_leader(&etcd, &dir_a).await;
+    let ctx = RequestCtx::new("t");
+    a.core().add_volume(&ctx, volume("before")).await.unwrap();
+
+    // Another instance takes the leadership from under a (as after a's lease expired while it
+    // was paused): the leader key is deleted, and b wins the election.
+    let b64 = |s: &str| base64_encode(s.as_bytes());
+    let r = etcd
+        .call(
+            "/v3/kv/deleterange",
+            json!({"key": b64("/storch-test/leader")}),
+        )
+        .await;
+    assert_eq!(r["deleted"], "1", "{r}");
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_ready(&b.core()).await;
+    assert!(
+        b.core().get_volume("before").is_ok(),
+        "b took in a's history"
+    );
+
+    // a still thinks it leads: its next write is fenced out, acknowledged to nobody, and a
+    // stops taking writes.
+    let err = a
+        .core()
+        .add_volume(&ctx, volume("fenced"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, storch::actors::CoreError::Unavailable(_)),
+        "{err:?}"
+    );
+    wait_for(
+        "a to give up",
+        &a,
+        |r| matches!(r, Readiness::Failed(why) if why.contains("lost the etcd leadership")),
+    )
+    .await;
+    assert!(!a.core().health().ready());
+    b.core().add_volume(&ctx, volume("after")).await.unwrap();
+    a.shutdown().await;
+
+    // a's log ends with the fenced write's intent, which etcd never took.
+    let log_a = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let last = log_a.read_from(log_a.head().0).next().unwrap().unwrap();
+    assert_eq!(last.stream, "volume/fenced", "{last:?}");
+    drop(log_a);
+
+    // Restarted, a cuts that tail back, follows b and serves what b acknowledged.
+    let a = start_replicated(&dir_a, node(&etcd, "a")).await;
+    wait_standby_of(&a, "b").await;
+    eventually_async("a to see b's write", || async {
+        a.core().get_volume("after").is_ok()
+    })
+    .await;
+    assert!(a.core().get_volume("before").is_ok());
+    assert!(
+        a.core().get_volume("fenced").is_err(),
+        "the unacknowledged create is gone"
+    );
+    let err = a.core().add_volume(&ctx, volume("x")).await.unwrap_err();
+    assert_eq!(err, storch::actors::CoreError::Standby("b".into()));
+
+    b.shutdown().await;
+    // b resigned on a clean stop: a takes over at once, without waiting out a lease.
+    wait_ready(&a.core()).await;
+    a.core().add_volume(&ctx, volume("a-again")).await.unwrap();
+    a.shutdown().await;
+
+    let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+    assert_eq!(la.verify().first_bad, None);
+    let shared = lb.head().0;
+    assert!(la.head().0 > shared);
+    for seq in 1..=shared {
+        assert_eq!(la.raw_frame(seq), lb.raw_frame(seq), "record {seq} differs");
+    }
+    // So the fenced intent, once at one of these sequences, is gone from a's log.
+    assert!(
+        la.read_from(1)
+            .all(|e| e.unwrap().stream != "volume/fenced")
+    );
+}
+
+async fn eventually_async<F, Fut>(what: &str, f: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..1000 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the_leader() {
+    let mut etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a");
+    let client = storch::api::tls::client();
+    // A TTL that outlasts an etcd restart.
+    let mut a = Server::start_with(&dir, &serve_args_ttl(&etcd, "a", "6s"), &[]);
+    wait_role(&client, &a, "leader").await;
+    let mut backend = fake_backend("shared", "file", &[("p1", ssd())]);
+    backend["statePath"] = json!(tmp.path().join("array.json"));
+    create(&client, &a.url, "backend", &backend).await;
+    create(&client, &a.url, "storageclass", &json!({"name": "any"})).await;
+
+    // etcd dies under load and is back within the lease TTL: writes stall, then go on; none
+    // that was acknowledged is missing afterwards.
+    let acked = Arc::new(Mutex::new(Acked::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in 0..4 {
+        let (client, url, acked, stop) =
+            (client.clone(), a.url.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("c{c}-{i}");
+                i += 1;
+                let r = client
+                    .post(format!("{url}/trident/v1/volume"))
+                    .json(&json!({"name": name, "size": "1Gi", "storageClass": "any"}))
+                    .send()
+                    .await;
+                if let Ok(r) = r
+                    && r.status() == 201
+                {
+                    acked.lock().unwrap().live.insert(name);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    etcd.kill();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    etcd.restart().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    wait_role(&client, &a, "leader").await;
+    let before = acked.lock().unwrap().live.len();
+    assert!(before > 0, "the load made no volumes");
+
+    // A standby started now gets everything from etcd alone.
+    let mut b = Server::start_with(&tmp.path().join("b"), &serve_args(&etcd, "b"), &[]);
+    wait_role(&client, &b, "standby of a").await;
+    let mut names = BTreeSet::new();
+    for _ in 0..500 {
+        names = volume_names(&client, &b.url).await;
+        if acked.lock().unwrap().live.iter().all(|v| names.contains(v)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for v in &acked.lock().unwrap().live {
+        assert!(names.contains(v), "acknowledged volume {v} is not in etcd");
+    }
+    b.stop();
+
+    // etcd gone for longer than the TTL: the leader stops writing and exits, saying why.
+    etcd.kill();
+    let mut status = None;
+    for _ in 0..1000 {
+        if let Ok(Some(s)) = a.child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = status.unwrap_or_else(|| panic!("the leader kept running; log:\n{}", a.log()));
+    assert!(!status.success());
+    assert!(a.log().contains("lost its etcd leadership"), "{}", a.log());
+
+    // With etcd back, it starts again and leads with everything it had.
+    etcd.restart().await;
+    let a2 = Server::start_with(&dir, &serve_args(&etcd, "a"), &[]);
+    wait_role(&client, &a2, "leader").await;
+    let names = volume_names(&client, &a2.url).await;
+    for v in &acked.lock().unwrap().live {
+        assert!(names.contains(v), "acknowledged volume {v} is lost");
+    }
+    drop(a2);
+    a.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_never_serves_records_etcd_does_not_hold() {
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = set_up_leader(&etcd, &dir_a).await;
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    eventually_async("b to follow", || async {
+        b.core().get_storage_class("any").is_ok()
+    })
+    .await;
+    b.shutdown().await;
+
+    // b's log gets a record etcd never saw (as a leader killed between its local flush and
+    // its etcd commit leaves behind).
+    {
+        let log = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+        let appender = log.start_writer(Arc::new(storch::log::DiscardSink));
+        let phantom = storch::events::Event::StorageClass {
+            name: "phantom".into(),
+            event: storch::events::StorageClassEvent::Added {
+                config: serde_json::from_value(json!({"name": "phantom"})).unwrap(),
+            },
+        };
+        appender
+            .append("test", vec![(&phantom).into()])
+            .await
+            .unwrap();
+        drop(appender);
+        log.shutdown().await.unwrap();
+    }
+
+    // While a leads (and writes nothing), b comes back without the phantom record.
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    assert!(b.core().get_storage_class("any").is_ok());
+    assert!(
+        b.core().get_storage_class("phantom").is_err(),
+        "the standby serves a record etcd does not hold"
+    );
+    b.shutdown().await;
+    a.shutdown().await;
+    let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+    assert_eq!(la.head(), lb.head(), "b's log was cut back to etcd's");
+}
