@@ -32,7 +32,10 @@ pub enum SecretError {
     },
     #[error("secret key file {path} is not 32 bytes")]
     BadKey { path: String },
-    #[error("sealed secrets cannot be opened with this data dir's key")]
+    #[error(
+        "sealed secrets cannot be opened with this key (instances that replicate one log must \
+         share --secrets-key-file)"
+    )]
     Unseal,
 }
 
@@ -144,14 +147,13 @@ impl SecretBox {
     /// Loads `dir/secret.key`, creating it (mode 0600) with a random key if missing.
     pub fn load_or_create(dir: &Path) -> Result<SecretBox, SecretError> {
         let path = dir.join(KEY_FILE);
-        let io = |source| SecretError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let key = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
+        match std::fs::read(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let key: [u8; 32] = rand::random();
+                let io = |source| SecretError::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
                 let mut opts = std::fs::OpenOptions::new();
                 opts.write(true).create_new(true);
                 #[cfg(unix)]
@@ -159,10 +161,23 @@ impl SecretBox {
                 let mut f = opts.open(&path).map_err(io)?;
                 f.write_all(&key).map_err(io)?;
                 f.sync_all().map_err(io)?;
-                key.to_vec()
+                Ok(SecretBox::from_key(key))
             }
-            Err(e) => return Err(io(e)),
-        };
+            read => Self::from_read(&path, read),
+        }
+    }
+
+    /// Loads a key file that must exist: 32 bytes, e.g. `head -c 32 /dev/urandom > FILE`
+    /// (instances that replicate one log share it).
+    pub fn load(path: &Path) -> Result<SecretBox, SecretError> {
+        Self::from_read(path, std::fs::read(path))
+    }
+
+    fn from_read(path: &Path, read: std::io::Result<Vec<u8>>) -> Result<SecretBox, SecretError> {
+        let key = read.map_err(|source| SecretError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         let key: [u8; 32] = key.try_into().map_err(|_| SecretError::BadKey {
             path: path.display().to_string(),
         })?;

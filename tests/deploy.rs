@@ -1117,7 +1117,7 @@ fn helm_chart_renders_the_same_install_as_the_plain_manifests() {
 fn helm_chart_refuses_etcd_endpoints() {
     let err = render(json!({"etcd": {"endpoints": ["https://etcd-0.etcd:2379"]}})).unwrap_err();
     assert!(
-        err.contains("etcd replication is not available in this storch version"),
+        err.contains("this chart does not set up etcd replication"),
         "{err}"
     );
 }
@@ -1320,7 +1320,7 @@ fn readme_documents_every_value() {
     for needle in [
         "create secret tls storch-tls",
         "create secret generic storch-token --from-file=token=",
-        "etcd replication is not available in this storch version",
+        "this chart does not set up etcd replication",
         "helm install",
         "kubectl apply -f deploy/",
     ] {

@@ -18,11 +18,18 @@ use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
 use storch::log::{Durability, EventLog};
 use storch::replication::{Node, ReplicationOptions};
 
-fn serve_args<'a>(etcd: &'a Etcd, id: &'a str) -> Vec<&'a str> {
-    serve_args_ttl(etcd, id, "2s")
+/// The secrets key every instance of a test cluster shares, written into `dir`.
+fn shared_key(dir: &Path) -> String {
+    let path = dir.join("secret.key");
+    std::fs::write(&path, rand::random::<[u8; 32]>()).unwrap();
+    path.to_str().unwrap().to_string()
 }
 
-fn serve_args_ttl<'a>(etcd: &'a Etcd, id: &'a str, ttl: &'a str) -> Vec<&'a str> {
+fn serve_args<'a>(etcd: &'a Etcd, key: &'a str, id: &'a str) -> Vec<&'a str> {
+    serve_args_ttl(etcd, key, id, "2s")
+}
+
+fn serve_args_ttl<'a>(etcd: &'a Etcd, key: &'a str, id: &'a str, ttl: &'a str) -> Vec<&'a str> {
     vec![
         "--etcd-endpoints",
         &etcd.endpoint,
@@ -30,6 +37,8 @@ fn serve_args_ttl<'a>(etcd: &'a Etcd, id: &'a str, ttl: &'a str) -> Vec<&'a str>
         ttl,
         "--etcd-identity",
         id,
+        "--secrets-key-file",
+        key,
     ]
 }
 
@@ -63,6 +72,8 @@ async fn wait_role(client: &reqwest::Client, server: &Server, role: &str) {
     );
 }
 
+const CANARY: &str = "canary-password-4471";
+
 async fn volume_names(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
     let (status, list) = get_json(client, &format!("{url}/trident/v1/volume")).await;
     assert_eq!(status, 200, "{list}");
@@ -74,6 +85,7 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     let rounds = common::rounds("STORCH_ETCD_CRASH_ROUNDS", 4);
     let etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
+    let key = shared_key(tmp.path());
     let dirs = [tmp.path().join("a"), tmp.path().join("b")];
     let ids = ["a", "b"];
     let client = storch::api::tls::client();
@@ -81,7 +93,7 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     let mut servers = [
         Some(Server::start_with(
             &dirs[0],
-            &serve_args(&etcd, ids[0]),
+            &serve_args(&etcd, &key, ids[0]),
             &[],
         )),
         None,
@@ -89,7 +101,7 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     wait_role(&client, servers[0].as_ref().unwrap(), "leader").await;
     servers[1] = Some(Server::start_with(
         &dirs[1],
-        &serve_args(&etcd, ids[1]),
+        &serve_args(&etcd, &key, ids[1]),
         &[],
     ));
     wait_role(&client, servers[1].as_ref().unwrap(), "standby of a").await;
@@ -97,6 +109,8 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     // One array both instances reach (the fake array keeps its state in a file).
     let mut backend = fake_backend("shared", "file", &[("p1", ssd()), ("p2", ssd())]);
     backend["statePath"] = json!(tmp.path().join("array.json"));
+    // A secret, sealed in the log: every leader must open it, and etcd never sees it.
+    backend["password"] = json!(CANARY);
     let leader_url = servers[0].as_ref().unwrap().url.clone();
     create(&client, &leader_url, "backend", &backend).await;
     create(
@@ -165,6 +179,22 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
         }
         let other = 1 - leader;
         wait_role(&client, servers[other].as_ref().unwrap(), "leader").await;
+        // The new leader opened the sealed password with the shared key.
+        let url = &servers[other].as_ref().unwrap().url;
+        let mut state = Value::Null;
+        for _ in 0..500 {
+            state = get_json(&client, &format!("{url}/trident/v1/backend/shared"))
+                .await
+                .1;
+            if state["backend"]["state"] == "online" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            state["backend"]["state"], "online",
+            "round {round}: {state}"
+        );
         let names = volume_names(&client, &servers[other].as_ref().unwrap().url).await;
         {
             let acked = acked.lock().unwrap();
@@ -184,7 +214,7 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
         // The killed one comes back as a standby of the new leader and catches up.
         servers[leader] = Some(Server::start_with(
             &dirs[leader],
-            &serve_args(&etcd, ids[leader]),
+            &serve_args(&etcd, &key, ids[leader]),
             &[],
         ));
         let back = servers[leader].as_ref().unwrap();
@@ -212,6 +242,20 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     }
     let acked = std::mem::take(&mut *acked.lock().unwrap());
     assert!(!acked.live.is_empty(), "the load made no volumes at all");
+    let everything = etcd
+        .call("/v3/kv/range", json!({"key": "AA==", "range_end": "AA=="}))
+        .await;
+    let kvs = everything["kvs"].as_array().expect("etcd holds the log");
+    for kv in kvs {
+        use base64::Engine;
+        let value = base64::engine::general_purpose::STANDARD
+            .decode(kv["value"].as_str().unwrap_or_default())
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&value).contains(CANARY),
+            "the password is in etcd in clear text"
+        );
+    }
 
     // Both logs are the same chain, record for record.
     for s in servers.iter_mut().flatten() {
@@ -411,10 +455,11 @@ fn base64_encode(bytes: &[u8]) -> String {
 async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the_leader() {
     let mut etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
+    let key = shared_key(tmp.path());
     let dir = tmp.path().join("a");
     let client = storch::api::tls::client();
     // A TTL that outlasts an etcd restart.
-    let mut a = Server::start_with(&dir, &serve_args_ttl(&etcd, "a", "6s"), &[]);
+    let mut a = Server::start_with(&dir, &serve_args_ttl(&etcd, &key, "a", "6s"), &[]);
     wait_role(&client, &a, "leader").await;
     let mut backend = fake_backend("shared", "file", &[("p1", ssd())]);
     backend["statePath"] = json!(tmp.path().join("array.json"));
@@ -461,7 +506,7 @@ async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the
     assert!(before > 0, "the load made no volumes");
 
     // A standby started now gets everything from etcd alone.
-    let mut b = Server::start_with(&tmp.path().join("b"), &serve_args(&etcd, "b"), &[]);
+    let mut b = Server::start_with(&tmp.path().join("b"), &serve_args(&etcd, &key, "b"), &[]);
     wait_role(&client, &b, "standby of a").await;
     let mut names = BTreeSet::new();
     for _ in 0..500 {
@@ -492,7 +537,7 @@ async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the
 
     // With etcd back, it starts again and leads with everything it had.
     etcd.restart().await;
-    let a2 = Server::start_with(&dir, &serve_args(&etcd, "a"), &[]);
+    let a2 = Server::start_with(&dir, &serve_args(&etcd, &key, "a"), &[]);
     wait_role(&client, &a2, "leader").await;
     let names = volume_names(&client, &a2.url).await;
     for v in &acked.lock().unwrap().live {

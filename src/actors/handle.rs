@@ -156,6 +156,9 @@ pub struct CoreOptions {
     pub checkpoint_every: u64,
     /// Replicate the log through etcd (leader election, standbys).
     pub replication: Option<Arc<crate::replication::Node>>,
+    /// The key that seals secrets in the log; `None`: `data_dir/secret.key`, created if
+    /// missing.
+    pub secrets_key: Option<std::path::PathBuf>,
 }
 
 impl Default for CoreOptions {
@@ -166,6 +169,7 @@ impl Default for CoreOptions {
             volume_idle: std::time::Duration::from_secs(30),
             checkpoint_every: 10_000,
             replication: None,
+            secrets_key: None,
         }
     }
 }
@@ -322,14 +326,19 @@ impl Core {
         read(&self.shared.readiness).clone()
     }
 
-    /// Waits until replay is done: `Ok` when ready, `Err(why)` when start-up failed for good.
+    /// Waits until the core takes commands (replay done and, with etcd replication, this
+    /// instance leads): `Ok` when ready, `Err(why)` when start-up failed for good.
     pub async fn wait_ready(&self) -> Result<(), String> {
         loop {
             match self.readiness() {
                 Readiness::Ready => return Ok(()),
                 Readiness::Failed(why) => return Err(why),
-                Readiness::Replaying | Readiness::Standby { .. } => {
+                Readiness::Replaying => {
                     tokio::time::sleep(std::time::Duration::from_millis(1)).await
+                }
+                // A standby may wait for days: look less often.
+                Readiness::Standby { .. } => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await
                 }
             }
         }

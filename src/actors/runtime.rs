@@ -41,8 +41,11 @@ impl CoreRuntime {
             .await
             .map_err(|e| CoreError::Internal(e.to_string()))?
             .map_err(|e| CoreError::BootstrapFailed(e.to_string()))?;
-        let secrets = SecretBox::load_or_create(&dir)
-            .map_err(|e| CoreError::BootstrapFailed(e.to_string()))?;
+        let secrets = match &opts.secrets_key {
+            Some(path) => SecretBox::load(path),
+            None => SecretBox::load_or_create(&dir),
+        }
+        .map_err(|e| CoreError::BootstrapFailed(e.to_string()))?;
 
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()

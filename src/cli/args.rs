@@ -103,6 +103,12 @@ pub struct ServeArgs {
     #[arg(long, env = "STORCH_INSECURE_LISTEN")]
     pub insecure_listen: bool,
 
+    /// The 32-byte key that seals array passwords and CHAP secrets in the event log
+    /// [default: DATA_DIR/secret.key, created if missing]. Instances that replicate one log
+    /// through etcd must share it (e.g. `head -c 32 /dev/urandom > FILE`, mounted in each).
+    #[arg(long, env = "STORCH_SECRETS_KEY_FILE", value_name = "FILE")]
+    pub secrets_key_file: Option<PathBuf>,
+
     #[command(flatten)]
     pub kube: KubeArgs,
 

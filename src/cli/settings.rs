@@ -35,6 +35,8 @@ pub struct ServeSettings {
     pub kube: Option<crate::k8s::KubeOptions>,
     /// Replication through etcd, when endpoints are given.
     pub replication: Option<crate::replication::ReplicationOptions>,
+    /// The secrets key file, when not the data dir's own.
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 /// Why the arguments were refused.
@@ -61,6 +63,12 @@ pub enum SettingsError {
     Etcd(String),
     #[error("{0} configures etcd replication, which needs --etcd-endpoints")]
     EtcdWithoutEndpoints(&'static str),
+    #[error(
+        "--etcd-endpoints needs --secrets-key-file: every instance that replicates one log must \
+         unseal the same secrets, so they share one 32-byte key file (e.g. `head -c 32 \
+         /dev/urandom > FILE`, mounted in each)"
+    )]
+    EtcdWithoutSharedKey,
     #[error("--tls-cert and --tls-key go together; {0} is missing")]
     TlsPair(&'static str),
     #[error(
@@ -110,6 +118,9 @@ impl ServeArgs {
             (None, Some(_)) => return Err(SettingsError::TlsPair("--tls-cert")),
         };
         let replication = etcd_options(self.etcd, self.kube.k8s_identity.as_deref())?;
+        if replication.is_some() && self.secrets_key_file.is_none() {
+            return Err(SettingsError::EtcdWithoutSharedKey);
+        }
         let kube = kube_options(self.kube)?;
         let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
@@ -137,6 +148,7 @@ impl ServeArgs {
             config,
             kube,
             replication,
+            secrets_key_file: self.secrets_key_file,
         })
     }
 }
@@ -243,6 +255,7 @@ impl ServeSettings {
     pub fn core_options(&self) -> CoreOptions {
         CoreOptions {
             data_dir: self.data_dir.clone(),
+            secrets_key: self.secrets_key_file.clone(),
             ..CoreOptions::default()
         }
     }
@@ -265,6 +278,7 @@ mod tests {
             insecure_listen: insecure,
             kube: Default::default(),
             etcd: Default::default(),
+            secrets_key_file: None,
         }
     }
 
@@ -412,7 +426,15 @@ mod tests {
         let mut a = args("127.0.0.1", false);
         a.etcd.etcd_endpoints = vec!["127.0.0.1:2379".into()];
         a.kube.k8s_identity = Some("storch-0".into());
-        let r = a.into_settings().unwrap().replication.unwrap();
+        let msg = a.clone().into_settings().unwrap_err().to_string();
+        assert!(msg.contains("--secrets-key-file"), "{msg}");
+        a.secrets_key_file = Some(PathBuf::from("/run/storch/key"));
+        let s = a.into_settings().unwrap();
+        assert_eq!(
+            s.core_options().secrets_key,
+            Some(PathBuf::from("/run/storch/key"))
+        );
+        let r = s.replication.unwrap();
         assert_eq!(r.prefix, "/storch");
         assert_eq!(r.lease_ttl, std::time::Duration::from_secs(10));
         assert_eq!(r.identity, "storch-0");
@@ -426,6 +448,7 @@ mod tests {
         ] {
             let mut a = args("127.0.0.1", false);
             a.etcd.etcd_endpoints = vec!["127.0.0.1:2379".into()];
+            a.secrets_key_file = Some(PathBuf::from("/k"));
             match field {
                 "endpoint" => a.etcd.etcd_endpoints = vec![value.into()],
                 "prefix" => a.etcd.etcd_prefix = Some(value.into()),
