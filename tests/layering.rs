@@ -53,6 +53,25 @@ fn each_framework_crate_lives_in_one_module() {
     only_in("etcd_client", &["replication/"]);
 }
 
+/// etcd's API (its JSON gateway's `/v3/…` paths) is spoken in one place.
+#[test]
+fn only_replication_talks_to_etcd() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        if rel.starts_with("replication/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("\"/v3/"),
+            "{rel} calls etcd's API directly; use replication::etcd"
+        );
+    }
+}
+
 #[test]
 fn pure_layers_stay_pure() {
     for io in [
