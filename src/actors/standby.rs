@@ -141,18 +141,25 @@ pub(super) async fn follow_until_elected(
     shared.projection.replace(state);
     set_standby(shared, "unknown");
     let mut last_checkpoint = log.head().0;
+    // Campaign at most this often (the leader key's deletion also wakes `wait`).
+    let campaign_every = POLL.min(node.lease_ttl() / 4);
+    let mut next_campaign = std::time::Instant::now();
     loop {
-        match node.try_lead().await {
-            Ok(Ok(())) => match lead(shared, log, node).await {
-                Ok(()) => return true,
-                Err(None) => return false,
-                Err(Some(e)) => {
-                    tracing::warn!(error = %e, "could not take over; standing by");
-                    node.resign().await;
-                }
-            },
-            Ok(Err(holder)) => set_standby(shared, &holder),
-            Err(e) => tracing::warn!(error = %e, "cannot reach etcd to campaign"),
+        let now = std::time::Instant::now();
+        if now >= next_campaign {
+            next_campaign = now + campaign_every;
+            match node.try_lead().await {
+                Ok(Ok(())) => match lead(shared, log, node).await {
+                    Ok(()) => return true,
+                    Err(None) => return false,
+                    Err(Some(e)) => {
+                        tracing::warn!(error = %e, "could not take over; standing by");
+                        node.resign().await;
+                    }
+                },
+                Ok(Err(holder)) => set_standby(shared, &holder),
+                Err(e) => tracing::warn!(error = %e, "cannot reach etcd to campaign"),
+            }
         }
         match catch_up(shared, log, node, true).await {
             Ok(_) => {}

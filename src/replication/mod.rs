@@ -237,6 +237,10 @@ impl Node {
         &self.opts.identity
     }
 
+    pub fn lease_ttl(&self) -> Duration {
+        self.opts.lease_ttl
+    }
+
     pub fn endpoints(&self) -> &[String] {
         self.etcd.endpoints()
     }
@@ -290,8 +294,10 @@ impl Node {
     /// cannot be confirmed alive any more loses its leadership.
     pub async fn keep_alive(self: Arc<Self>) {
         let period = self.opts.lease_ttl / 3;
+        let mut pause = period;
         loop {
-            tokio::time::sleep(period).await;
+            tokio::time::sleep(pause).await;
+            pause = period;
             if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }
@@ -305,26 +311,37 @@ impl Node {
                 continue;
             };
             let sent = Instant::now();
-            match self.etcd.keepalive(id).await {
-                Ok(ttl) if ttl > 0 => {
+            // No answer by the time the lease may have expired counts as no renewal: a leader
+            // must stop before a standby can take over, not when a request times out.
+            let answer = tokio::time::timeout_at(
+                tokio::time::Instant::from_std(valid_until.max(sent)),
+                self.etcd.keepalive(id),
+            )
+            .await;
+            match answer {
+                Ok(Ok(ttl)) if ttl > 0 => {
                     let mut lease = self.lease.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(l) = lease.as_mut().filter(|l| l.id == id) {
                         l.valid_until = sent + Duration::from_secs(ttl as u64);
                     }
                 }
-                Ok(_) => {
+                Ok(Ok(_)) => {
                     self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
                     self.lose("the etcd lease expired".into());
                 }
-                Err(e) => {
-                    if Instant::now() >= valid_until {
-                        self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
-                        self.lose(format!(
-                            "the etcd lease could not be renewed within its TTL: {e}"
-                        ));
-                    } else {
-                        tracing::warn!(error = %e, "etcd lease renewal failed; retrying");
-                    }
+                Ok(Err(e)) if Instant::now() < valid_until => {
+                    tracing::warn!(error = %e, "etcd lease renewal failed; retrying");
+                    pause = Duration::from_millis(250).min(period);
+                }
+                failed => {
+                    self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no answer from etcd".to_string(),
+                    };
+                    self.lose(format!(
+                        "the etcd lease could not be renewed within its TTL: {why}"
+                    ));
                 }
             }
         }
