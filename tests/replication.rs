@@ -106,6 +106,18 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     ));
     wait_role(&client, servers[1].as_ref().unwrap(), "standby of a").await;
 
+    // Kubernetes' readiness probe, `/readyz?standby=ok`, counts the caught-up standby as
+    // ready (the pod role label, not readiness, keeps clients on the leader).
+    for (server, status) in [(&servers[0], "ok"), (&servers[1], "standby")] {
+        let url = format!("{}/readyz?standby=ok", server.as_ref().unwrap().url);
+        let (code, body) = get_json(&client, &url).await;
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (200, Some(status)),
+            "{body}"
+        );
+    }
+
     // One array both instances reach (the fake array keeps its state in a file).
     let mut backend = fake_backend("shared", "file", &[("p1", ssd()), ("p2", ssd())]);
     backend["statePath"] = json!(tmp.path().join("array.json"));
