@@ -121,7 +121,14 @@ impl ServeArgs {
         if replication.is_some() && self.secrets_key_file.is_none() {
             return Err(SettingsError::EtcdWithoutSharedKey);
         }
-        let kube = kube_options(self.kube)?;
+        let mut kube = kube_options(self.kube)?;
+        if let Some(k) = kube.as_mut() {
+            // Replicated in a pod: the pod carries its role, for a Service of the leader.
+            k.role_labels = replication.is_some();
+            k.pod_name = std::env::var("STORCH_POD_NAME")
+                .ok()
+                .filter(|n| !n.trim().is_empty());
+        }
         let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
         let mut missing = Vec::new();
