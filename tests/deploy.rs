@@ -1411,6 +1411,29 @@ fn helm_chart_with_etcd_endpoints_renders_replicated_instances() {
         ])
     );
 
+    // Instances prefer different nodes, unless `affinity` says otherwise.
+    let spread = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .expect("a preferred pod anti-affinity");
+    let term = &spread[0].pod_affinity_term;
+    assert_eq!(term.topology_key, "kubernetes.io/hostname");
+    assert_eq!(
+        term.label_selector.as_ref().unwrap().match_labels.as_ref(),
+        Some(
+            &selector
+                .iter()
+                .filter(|(k, _)| *k != "storch.io/role")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        )
+    );
+
     // The rest of the pod is the single instance's.
     let single = rendered_objects(&render(json!({})).unwrap());
     let single = check_install(&single, "storch", "helm chart");
@@ -1433,6 +1456,7 @@ fn helm_chart_with_etcd_endpoints_renders_replicated_instances() {
             .as_mut()
             .unwrap()
             .retain(|v| v.name != "secrets-key" && v.name != "data");
+        pod.affinity = None;
         pod
     };
     assert_eq!(normalized(pod), normalized(single.pod()));
@@ -1456,6 +1480,9 @@ fn helm_chart_with_etcd_endpoints_takes_its_values() {
                      "secretsKeySecret": "my-key"},
             "replicas": 3,
             "persistence": {"size": "10Gi", "storageClassName": "fast-ssd"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "storage", "operator": "Exists"}]}]}}},
             "extraArgs": ["--port=8000"],
         }),
     );
@@ -1480,6 +1507,11 @@ fn helm_chart_with_etcd_endpoints_takes_its_values() {
     assert_eq!(flag_value(args, "--etcd-prefix"), Some("/prod/storch"));
     assert_eq!(flag_value(args, "--etcd-lease-ttl"), Some("20s"));
     assert_eq!(args.last().map(String::as_str), Some("--port=8000"));
+    let affinity = install.pod().affinity.as_ref().unwrap();
+    assert!(
+        affinity.node_affinity.is_some() && affinity.pod_anti_affinity.is_none(),
+        "the given affinity replaces the default spread"
+    );
     let secrets: BTreeSet<&str> = install
         .pod()
         .volumes

@@ -48,6 +48,20 @@ spec:
   {{- with .Values.affinity }}
   affinity:
     {{- toYaml . | nindent 4 }}
+  {{- else }}
+  {{- if .Values.etcd.endpoints }}
+  affinity:
+    # Replicated: instances on different nodes where the cluster allows, so that one node
+    # going down does not take the leader and its standbys together.
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          podAffinityTerm:
+            topologyKey: kubernetes.io/hostname
+            labelSelector:
+              matchLabels:
+                {{- include "storch.selectorLabels" . | nindent 16 }}
+  {{- end }}
   {{- end }}
   containers:
     - name: storch
