@@ -49,14 +49,19 @@ fn backoff(failures: u32) -> Duration {
     Duration::from_secs((1u64 << failures.saturating_sub(1).min(6)).min(60))
 }
 
-/// Keeps the label of pod `pod` in `namespace` on this replica's role until `stop`.
+/// Keeps the label of pod `pod` (in the namespace of `pods`) on this replica's role until
+/// `stop`.
 pub(crate) async fn run(pods: Api<Pod>, pod: String, core: Core, mut stop: watch::Receiver<bool>) {
     let mut labelled: Option<Role> = None;
     let mut failures = 0u32;
     loop {
         let want = Role::of(&core);
         if labelled != Some(want) {
-            match label(&pods, &pod, want).await {
+            let done = tokio::select! {
+                done = label(&pods, &pod, want) => done,
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            match done {
                 Ok(()) => {
                     tracing::info!(pod = %pod, role = want.value(), "pod labelled {ROLE_LABEL}={}", want.value());
                     labelled = Some(want);
