@@ -18,6 +18,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+mod common;
+
 // ---------------------------------------------------------------------------------------------
 // Loading and strict typing
 
@@ -122,6 +124,7 @@ enum Object {
     Service(core::Service),
     PersistentVolumeClaim(core::PersistentVolumeClaim),
     Deployment(apps::Deployment),
+    StatefulSet(apps::StatefulSet),
     ClusterRole(rbac::ClusterRole),
     ClusterRoleBinding(rbac::ClusterRoleBinding),
     Role(rbac::Role),
@@ -143,6 +146,7 @@ fn object(doc: &Value, what: &str) -> Object {
         ("v1", "Service") => Object::Service(typed(doc, what)),
         ("v1", "PersistentVolumeClaim") => Object::PersistentVolumeClaim(typed(doc, what)),
         ("apps/v1", "Deployment") => Object::Deployment(typed(doc, what)),
+        ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(doc, what)),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => Object::ClusterRole(typed(doc, what)),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
             Object::ClusterRoleBinding(typed(doc, what))
@@ -204,7 +208,16 @@ fn serve_help() -> &'static (BTreeSet<String>, BTreeSet<String>) {
 /// checks must accept the combination (exit code 2 and a usage message are what a bad
 /// combination gives). Whatever happens after that (no in-cluster config here) is not this
 /// test's business; a server still running after a few seconds is stopped.
+///
+/// Replicated args (`--etcd-endpoints`) get a real etcd on loopback and a real secrets key
+/// instead: then the core must start with them (boot, election) and the run end only at the
+/// Kubernetes frontend, which needs a pod.
 fn check_binary_accepts(args: &[String], what: &str) {
+    let etcd = flag_value(args, "--etcd-endpoints").map(|_| {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(common::etcd::Etcd::start())
+    });
     let dir = tempfile::tempdir().unwrap();
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let file = |name: &str, text: &str| {
@@ -215,6 +228,9 @@ fn check_binary_accepts(args: &[String], what: &str) {
     let cert = file("tls.crt", &made.cert.pem());
     let key = file("tls.key", &made.signing_key.serialize_pem());
     let token = file("token", "0123456789abcdef0123456789abcdef\n");
+    let secrets_key = dir.path().join("secret.key");
+    std::fs::write(&secrets_key, [7u8; 32]).unwrap();
+    let secrets_key = secrets_key.to_string_lossy().into_owned();
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -227,6 +243,10 @@ fn check_binary_accepts(args: &[String], what: &str) {
             Some("--tls-cert") => format!("--tls-cert={cert}"),
             Some("--tls-key") => format!("--tls-key={key}"),
             Some("--auth-token-file") => format!("--auth-token-file={token}"),
+            Some("--secrets-key-file") => format!("--secrets-key-file={secrets_key}"),
+            Some("--etcd-endpoints") => {
+                format!("--etcd-endpoints={}", etcd.as_ref().unwrap().endpoint)
+            }
             Some("--port") => "--port=0".to_string(),
             _ => a.clone(),
         })
@@ -249,7 +269,8 @@ fn check_binary_accepts(args: &[String], what: &str) {
         }
     }
     let mut child = cmd.spawn().expect("start storch");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let patience = if etcd.is_some() { 30 } else { 3 };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(patience);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break Some(status);
@@ -267,6 +288,13 @@ fn check_binary_accepts(args: &[String], what: &str) {
         assert!(
             status.code() != Some(2) && !stderr.contains("Usage:"),
             "{what}: `storch {}` is refused ({status}):\n{stderr}",
+            argv.join(" ")
+        );
+    }
+    if etcd.is_some() {
+        assert!(
+            status.is_some() && stderr.contains("could not start the Kubernetes frontend"),
+            "{what}: `storch {}` did not get as far as the Kubernetes frontend ({status:?}):\n{stderr}",
             argv.join(" ")
         );
     }
@@ -301,7 +329,8 @@ fn expected_cluster_rules() -> BTreeMap<(String, String), BTreeSet<String>> {
     m
 }
 
-fn expected_namespaced_rules() -> BTreeMap<(String, String), BTreeSet<String>> {
+/// The Role's rules; `replicated` (etcd) adds the pods' role labels.
+fn expected_namespaced_rules(replicated: bool) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut m = BTreeMap::new();
     let to_set = |v: &[&str]| v.iter().map(|v| v.to_string()).collect::<BTreeSet<_>>();
     m.insert(
@@ -312,6 +341,9 @@ fn expected_namespaced_rules() -> BTreeMap<(String, String), BTreeSet<String>> {
         ("".into(), "secrets".into()),
         to_set(&["create", "get", "update", "patch"]),
     );
+    if replicated {
+        m.insert(("".into(), "pods".into()), to_set(&["get", "patch"]));
+    }
     m
 }
 
@@ -395,26 +427,90 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 struct Install<'a> {
-    deployment: &'a apps::Deployment,
+    /// The Deployment's or (replicated) the StatefulSet's pod template.
+    template: &'a core::PodTemplateSpec,
     args: Vec<String>,
 }
 
 impl Install<'_> {
-    /// The Deployment's pod spec.
+    /// The workload's pod spec.
     fn pod(&self) -> &core::PodSpec {
-        self.deployment
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
+        self.template.spec.as_ref().unwrap()
     }
 }
 
-/// Everything that must hold for a storch install in namespace `ns`. Returns the Deployment
-/// and its container's args for further checks.
+/// How the install keeps its data: one Deployment and its PVC, or (etcd replication) a
+/// StatefulSet with a claim template per instance.
+enum Workload<'a> {
+    Single {
+        deployment: &'a apps::Deployment,
+        pvc: &'a core::PersistentVolumeClaim,
+    },
+    Replicated(&'a apps::StatefulSet),
+}
+
+/// The workload, checked: exactly one, with the replicas and update strategy its data allows.
+fn workload<'a>(objects: &'a [Object], what: &str) -> Workload<'a> {
+    let sets: Vec<&apps::StatefulSet> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::StatefulSet(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    if sets.is_empty() {
+        let deployment = one!(objects, Deployment, "Deployment");
+        let spec = deployment.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.replicas,
+            Some(1),
+            "{what}: one replica (the data dir is RWO)"
+        );
+        assert_eq!(
+            spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
+            Some("Recreate"),
+            "{what}: Recreate strategy"
+        );
+        let pvc = one!(objects, PersistentVolumeClaim, "PersistentVolumeClaim");
+        return Workload::Single { deployment, pvc };
+    }
+    assert_eq!(sets.len(), 1, "{what}: one StatefulSet");
+    assert!(
+        !objects
+            .iter()
+            .any(|o| matches!(o, Object::Deployment(_) | Object::PersistentVolumeClaim(_))),
+        "{what}: a StatefulSet and a Deployment or a shared PVC"
+    );
+    let spec = sets[0].spec.as_ref().unwrap();
+    assert!(spec.replicas.is_some_and(|r| r >= 1), "{what}: replicas");
+    assert_eq!(
+        spec.pod_management_policy.as_deref(),
+        Some("Parallel"),
+        "{what}: podManagementPolicy"
+    );
+    Workload::Replicated(sets[0])
+}
+
+impl<'a> Workload<'a> {
+    fn template(&self) -> &'a core::PodTemplateSpec {
+        match self {
+            Workload::Single { deployment, .. } => &deployment.spec.as_ref().unwrap().template,
+            Workload::Replicated(s) => &s.spec.as_ref().unwrap().template,
+        }
+    }
+
+    fn selector(&self) -> BTreeMap<String, String> {
+        let selector = match self {
+            Workload::Single { deployment, .. } => &deployment.spec.as_ref().unwrap().selector,
+            Workload::Replicated(s) => &s.spec.as_ref().unwrap().selector,
+        };
+        selector.match_labels.clone().unwrap_or_default()
+    }
+}
+
+/// Everything that must hold for a storch install in namespace `ns`: a single one or, with a
+/// StatefulSet, a replicated one. Returns the pod template and its container's args for
+/// further checks.
 fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a> {
     // Namespaced objects are in `ns`.
     for o in objects {
@@ -423,6 +519,7 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
             Object::Service(x) => &x.metadata,
             Object::PersistentVolumeClaim(x) => &x.metadata,
             Object::Deployment(x) => &x.metadata,
+            Object::StatefulSet(x) => &x.metadata,
             Object::Role(x) => &x.metadata,
             Object::RoleBinding(x) => &x.metadata,
             Object::Secret(_) | Object::ConfigMap(_) | Object::Lease(_) => {
@@ -438,6 +535,8 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         );
     }
 
+    let workload = workload(objects, what);
+    let replicated = matches!(workload, Workload::Replicated(_));
     let sa = one!(objects, ServiceAccount, "ServiceAccount");
     let sa_name = sa.metadata.name.clone().unwrap();
 
@@ -456,7 +555,11 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
     );
     let role = one!(objects, Role, "Role");
     let ns_rules = flatten_rules(role.rules.as_deref().unwrap_or_default(), "Role");
-    assert_eq!(ns_rules, expected_namespaced_rules(), "{what}: Role rules");
+    assert_eq!(
+        ns_rules,
+        expected_namespaced_rules(replicated),
+        "{what}: Role rules"
+    );
 
     let subjects_ok = |subjects: &Option<Vec<rbac::Subject>>| {
         let s = subjects.as_deref().unwrap_or_default();
@@ -478,8 +581,19 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
     assert_eq!(Some(&rb.role_ref.name), role.metadata.name.as_ref());
     assert!(subjects_ok(&rb.subjects), "{what}: RoleBinding subjects");
 
-    // The data PVC.
-    let pvc = one!(objects, PersistentVolumeClaim, "PersistentVolumeClaim");
+    // The data PVC (or each instance's, from the claim template).
+    let pvc = match &workload {
+        Workload::Single { pvc, .. } => *pvc,
+        Workload::Replicated(s) => {
+            let claims = s.spec.as_ref().unwrap().volume_claim_templates.as_deref();
+            assert_eq!(
+                claims.map(<[_]>::len),
+                Some(1),
+                "{what}: one claim template"
+            );
+            &claims.unwrap()[0]
+        }
+    };
     let pvc_spec = pvc.spec.as_ref().unwrap();
     assert_eq!(
         pvc_spec.access_modes.as_deref(),
@@ -494,34 +608,23 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         "{what}: PVC size"
     );
 
-    // The Deployment.
-    let d = one!(objects, Deployment, "Deployment");
-    let spec = d.spec.as_ref().unwrap();
-    assert_eq!(
-        spec.replicas,
-        Some(1),
-        "{what}: one replica (the data dir is RWO)"
-    );
-    assert_eq!(
-        spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
-        Some("Recreate"),
-        "{what}: Recreate strategy"
-    );
-    let pod_labels = spec
-        .template
+    // The pods.
+    let template = workload.template();
+    let pod_labels = template
         .metadata
         .as_ref()
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    let selector = spec.selector.match_labels.clone().unwrap_or_default();
+    let selector = workload.selector();
     assert!(!selector.is_empty() && selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
-    let pod = spec.template.spec.as_ref().unwrap();
+    let pod = template.spec.as_ref().unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some(sa_name.as_str()));
     assert_eq!(pod.containers.len(), 1);
     assert!(pod.init_containers.is_none() && pod.host_network.is_none() && pod.host_pid.is_none());
     let c = &pod.containers[0];
 
-    // Probes on /livez and /readyz over HTTPS, on the API port.
+    // Probes on /livez and /readyz over HTTPS, on the API port; replicated, a caught-up
+    // standby is Ready (`?standby=ok`), or a rolling update would wait for it forever.
     let port_names: BTreeMap<String, i32> = c
         .ports
         .iter()
@@ -533,10 +636,12 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         Some(&8000),
         "{what}: container port api = 8000"
     );
-    for (probe, path) in [
-        (&c.liveness_probe, "/livez"),
-        (&c.readiness_probe, "/readyz"),
-    ] {
+    let readyz = if replicated {
+        "/readyz?standby=ok"
+    } else {
+        "/readyz"
+    };
+    for (probe, path) in [(&c.liveness_probe, "/livez"), (&c.readiness_probe, readyz)] {
         let get = probe
             .as_ref()
             .and_then(|p| p.http_get.as_ref())
@@ -681,17 +786,50 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         (m.clone(), volumes[m.name.as_str()].clone())
     };
     let data_dir = flag_value(&args, "--data-dir").expect("--data-dir");
-    let (_, data) = volume_at(data_dir);
-    assert_eq!(
-        data.persistent_volume_claim
-            .as_ref()
-            .map(|p| p.claim_name.as_str()),
-        pvc.metadata.name.as_deref(),
-        "{what}: the data dir is on the PVC"
-    );
+    if replicated {
+        let m = mounts
+            .iter()
+            .filter(|m| Path::new(data_dir).starts_with(&m.mount_path))
+            .max_by_key(|m| m.mount_path.len())
+            .unwrap_or_else(|| panic!("{what}: nothing mounted at {data_dir}"));
+        assert_eq!(
+            Some(&m.name),
+            pvc.metadata.name.as_ref(),
+            "{what}: the data dir is on the instance's claim"
+        );
+        assert!(
+            !volumes.contains_key(m.name.as_str()),
+            "{what}: a pod volume hides the claim template {}",
+            m.name
+        );
+    } else {
+        let (_, data) = volume_at(data_dir);
+        assert_eq!(
+            data.persistent_volume_claim
+                .as_ref()
+                .map(|p| p.claim_name.as_str()),
+            pvc.metadata.name.as_deref(),
+            "{what}: the data dir is on the PVC"
+        );
+    }
     let (_, tmp) = volume_at("/tmp/x");
     assert!(tmp.empty_dir.is_some(), "{what}: /tmp is an emptyDir");
-    for flag in ["--tls-cert", "--tls-key", "--auth-token-file"] {
+    let secret_files: &[&str] = if replicated {
+        &[
+            "--tls-cert",
+            "--tls-key",
+            "--auth-token-file",
+            "--secrets-key-file",
+        ]
+    } else {
+        &["--tls-cert", "--tls-key", "--auth-token-file"]
+    };
+    assert_eq!(
+        flag_value(&args, "--secrets-key-file").is_some(),
+        replicated,
+        "{what}: --secrets-key-file, shared by replicated instances only"
+    );
+    for flag in secret_files {
         let file = flag_value(&args, flag).unwrap_or_else(|| panic!("{what}: {flag}"));
         let (mount, vol) = volume_at(file);
         assert_eq!(
@@ -706,14 +844,24 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         assert!(secret.secret_name.as_ref().is_some_and(|n| !n.is_empty()));
     }
     for m in &mounts {
-        let v = volumes[m.name.as_str()];
-        assert!(v.host_path.is_none(), "{what}: hostPath volume {}", m.name);
+        if let Some(v) = volumes.get(m.name.as_str()) {
+            assert!(v.host_path.is_none(), "{what}: hostPath volume {}", m.name);
+        }
     }
 
-    // The Service: ClusterIP by default, port 8000 onto the API port of these pods.
-    let svc = one!(objects, Service, "Service");
-    let svc_spec = svc.spec.as_ref().unwrap();
-    let svc_selector = svc_spec.selector.clone().unwrap_or_default();
+    // The Service: ClusterIP by default, port 8000 onto the API port of these pods; with
+    // replication, of the pod labelled leader only (the pods carry no role label: each
+    // instance labels its own pod at run time).
+    let svc_spec = service_of(objects);
+    let mut svc_selector = svc_spec.selector.clone().unwrap_or_default();
+    if replicated {
+        assert_eq!(
+            svc_selector.remove("storch.io/role").as_deref(),
+            Some("leader"),
+            "{what}: the Service selects the etcd leader"
+        );
+        assert!(!pod_labels.contains_key("storch.io/role"));
+    }
     assert!(
         !svc_selector.is_empty()
             && svc_selector
@@ -728,14 +876,40 @@ fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a>
         Some(IntOrString::String("api".into()))
     );
 
-    Install {
-        deployment: d,
-        args,
+    // Replicated: the StatefulSet's governing Service is headless and finds every instance.
+    if let Workload::Replicated(set) = &workload {
+        let name = set.spec.as_ref().unwrap().service_name.as_deref();
+        let headless = objects
+            .iter()
+            .find_map(|o| match o {
+                Object::Service(s) if s.metadata.name.as_deref() == name => s.spec.as_ref(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{what}: no Service {name:?} for the StatefulSet"));
+        assert_eq!(
+            headless.cluster_ip.as_deref(),
+            Some("None"),
+            "{what}: headless"
+        );
+        let sel = headless.selector.clone().unwrap_or_default();
+        assert!(!sel.is_empty() && sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
     }
+
+    Install { template, args }
 }
 
+/// The clients' Service: the one that is not headless.
 fn service_of(objects: &[Object]) -> &core::ServiceSpec {
-    one!(objects, Service, "Service").spec.as_ref().unwrap()
+    one(
+        objects,
+        |o| match o {
+            Object::Service(s) if s.spec.as_ref()?.cluster_ip.as_deref() != Some("None") => {
+                s.spec.as_ref()
+            }
+            _ => None,
+        },
+        "client Service",
+    )
 }
 
 fn pvc_of(objects: &[Object]) -> &core::PersistentVolumeClaimSpec {
@@ -1113,13 +1287,285 @@ fn helm_chart_renders_the_same_install_as_the_plain_manifests() {
     assert_eq!(pvc_of(&objects).storage_class_name, None);
 }
 
+/// Values for the replicated install: two etcd members and the shared key's Secret.
+fn replicated_values() -> Value {
+    json!({"etcd": {
+        "endpoints": ["http://etcd-0.etcd:2379", "http://etcd-1.etcd:2379"],
+        "secretsKeySecret": "storch-secrets-key",
+    }})
+}
+
+fn statefulset_of(objects: &[Object]) -> &apps::StatefulSetSpec {
+    one!(objects, StatefulSet, "StatefulSet")
+        .spec
+        .as_ref()
+        .unwrap()
+}
+
 #[test]
-fn helm_chart_refuses_etcd_endpoints() {
-    let err = render(json!({"etcd": {"endpoints": ["https://etcd-0.etcd:2379"]}})).unwrap_err();
+fn helm_chart_with_etcd_endpoints_renders_replicated_instances() {
+    let files = render(replicated_values()).unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in &files {
+        assert!(!text.contains("<no value>"), "{name}: <no value>");
+    }
+    let objects = rendered_objects(&files);
+    // check_install: no Deployment or shared PVC, Parallel, one claim template per
+    // instance for the data dir, the key from a read-only Secret mount, readiness on
+    // `/readyz?standby=ok`, the Service on the leader, a headless Service, pods get/patch in
+    // the Role (and nothing more anywhere), the binary starting with these args on a real etcd.
+    let install = check_install(&objects, "storch", "helm chart with etcd");
+
+    let spec = statefulset_of(&objects);
+    assert_eq!(spec.replicas, Some(2), "two instances by default");
+    assert_eq!(spec.service_name.as_deref(), Some("storch-headless"));
+    let claim = &spec.volume_claim_templates.as_ref().unwrap()[0];
+    assert_eq!(claim.metadata.name.as_deref(), Some("data"));
+    let claim_spec = claim.spec.as_ref().unwrap();
+    assert_eq!(claim_spec.storage_class_name, None);
+    assert_eq!(
+        claim_spec
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()["storage"]
+            .0,
+        "2Gi"
+    );
+
+    let args = &install.args;
+    for (flag, want) in [
+        (
+            "--etcd-endpoints",
+            "http://etcd-0.etcd:2379,http://etcd-1.etcd:2379",
+        ),
+        ("--etcd-prefix", "/storch"),
+        ("--etcd-lease-ttl", "10s"),
+        ("--secrets-key-file", "/etc/storch/secrets-key/secret.key"),
+        ("--data-dir", "/var/lib/storch"),
+    ] {
+        assert_eq!(flag_value(args, flag), Some(want), "{flag} in {args:?}");
+    }
     assert!(
-        err.contains("this chart does not set up etcd replication"),
+        flag_value(args, "--etcd-identity").is_none(),
+        "the identity is the pod name (STORCH_POD_NAME)"
+    );
+
+    // The shared key: the Secret's `secret.key`, read-only, where --secrets-key-file points.
+    let pod = install.pod();
+    let key_volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "secrets-key")
+        .and_then(|v| v.secret.as_ref())
+        .expect("the secrets key volume");
+    assert_eq!(
+        key_volume.secret_name.as_deref(),
+        Some("storch-secrets-key")
+    );
+    let items = key_volume.items.as_deref().unwrap_or_default();
+    assert_eq!(
+        items
+            .iter()
+            .map(|i| (i.key.as_str(), i.path.as_str()))
+            .collect::<Vec<_>>(),
+        [("secret.key", "secret.key")]
+    );
+    let c = &pod.containers[0];
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "secrets-key")
+        .unwrap();
+    assert_eq!(
+        (mount.mount_path.as_str(), mount.read_only),
+        ("/etc/storch/secrets-key", Some(true))
+    );
+    assert_eq!(
+        c.liveness_probe
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .as_deref(),
+        Some("/livez"),
+        "liveness does not change"
+    );
+
+    // The Service: the chart's selector labels and the leader's role.
+    let selector = service_of(&objects).selector.clone().unwrap();
+    assert_eq!(
+        selector,
+        BTreeMap::from([
+            ("app.kubernetes.io/name".to_string(), "storch".to_string()),
+            (
+                "app.kubernetes.io/instance".to_string(),
+                "storch".to_string()
+            ),
+            ("storch.io/role".to_string(), "leader".to_string()),
+        ])
+    );
+
+    // Instances prefer different nodes, unless `affinity` says otherwise.
+    let spread = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .expect("a preferred pod anti-affinity");
+    let term = &spread[0].pod_affinity_term;
+    assert_eq!(term.topology_key, "kubernetes.io/hostname");
+    assert_eq!(
+        term.label_selector.as_ref().unwrap().match_labels.as_ref(),
+        Some(
+            &selector
+                .iter()
+                .filter(|(k, _)| *k != "storch.io/role")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        )
+    );
+
+    // The rest of the pod is the single instance's.
+    let single = rendered_objects(&render(json!({})).unwrap());
+    let single = check_install(&single, "storch", "helm chart");
+    let normalized = |pod: &core::PodSpec| {
+        let mut pod = pod.clone();
+        let c = &mut pod.containers[0];
+        c.args = None;
+        c.readiness_probe
+            .as_mut()
+            .unwrap()
+            .http_get
+            .as_mut()
+            .unwrap()
+            .path = None;
+        c.volume_mounts
+            .as_mut()
+            .unwrap()
+            .retain(|m| m.name != "secrets-key");
+        pod.volumes
+            .as_mut()
+            .unwrap()
+            .retain(|v| v.name != "secrets-key" && v.name != "data");
+        pod.affinity = None;
+        pod
+    };
+    assert_eq!(normalized(pod), normalized(single.pod()));
+    let single_args: Vec<&String> = single.args.iter().collect();
+    let etcd_args: Vec<&String> = args.iter().filter(|a| !single_args.contains(a)).collect();
+    assert_eq!(
+        etcd_args.len(),
+        4,
+        "only the etcd flags are added: {etcd_args:?}"
+    );
+}
+
+#[test]
+fn helm_chart_with_etcd_endpoints_takes_its_values() {
+    let mut values = replicated_values();
+    merge(
+        &mut values,
+        &json!({
+            // One endpoint as a plain string, as `--set etcd.endpoints=URL` gives it.
+            "etcd": {"endpoints": "http://etcd.db:2379", "prefix": "/prod/storch", "leaseTTL": "20s",
+                     "secretsKeySecret": "my-key"},
+            "replicas": 3,
+            "persistence": {"size": "10Gi", "storageClassName": "fast-ssd"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "storage", "operator": "Exists"}]}]}}},
+            "extraArgs": ["--port=8000"],
+        }),
+    );
+    let objects = rendered_objects(&render(values).unwrap_or_else(|e| panic!("{e}")));
+    let install = check_install(&objects, "storch", "helm chart with etcd and overrides");
+    let spec = statefulset_of(&objects);
+    assert_eq!(spec.replicas, Some(3));
+    let claim = spec.volume_claim_templates.as_ref().unwrap()[0]
+        .spec
+        .as_ref()
+        .unwrap();
+    assert_eq!(claim.storage_class_name.as_deref(), Some("fast-ssd"));
+    assert_eq!(
+        claim.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
+        "10Gi"
+    );
+    let args = &install.args;
+    assert_eq!(
+        flag_value(args, "--etcd-endpoints"),
+        Some("http://etcd.db:2379")
+    );
+    assert_eq!(flag_value(args, "--etcd-prefix"), Some("/prod/storch"));
+    assert_eq!(flag_value(args, "--etcd-lease-ttl"), Some("20s"));
+    assert_eq!(args.last().map(String::as_str), Some("--port=8000"));
+    let affinity = install.pod().affinity.as_ref().unwrap();
+    assert!(
+        affinity.node_affinity.is_some() && affinity.pod_anti_affinity.is_none(),
+        "the given affinity replaces the default spread"
+    );
+    let secrets: BTreeSet<&str> = install
+        .pod()
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
+        .collect();
+    assert_eq!(
+        secrets,
+        BTreeSet::from(["storch-tls", "storch-token", "my-key"])
+    );
+}
+
+#[test]
+fn helm_chart_refuses_bad_replication_values_naming_them() {
+    let with = |over: Value| {
+        let mut values = replicated_values();
+        merge(&mut values, &over);
+        render(values)
+    };
+    for over in [
+        json!({"etcd": {"secretsKeySecret": ""}}),
+        json!({"etcd": {"secretsKeySecret": null}}),
+    ] {
+        let err = with(over).unwrap_err();
+        assert!(
+            err.contains("etcd.secretsKeySecret is required with etcd.endpoints")
+                && err.contains("secret.key"),
+            "{err}"
+        );
+    }
+    for replicas in [json!(0), json!(-1), json!("two")] {
+        let err = with(json!({"replicas": replicas})).unwrap_err();
+        assert!(
+            err.contains("replicas must be a whole number of at least 1"),
+            "{err}"
+        );
+    }
+    let err = with(json!({"etcd": {"prefix": ""}})).unwrap_err();
+    assert!(err.contains("etcd.prefix is required"), "{err}");
+    let err = with(json!({"etcd": {"leaseTTL": ""}})).unwrap_err();
+    assert!(err.contains("etcd.leaseTTL is required"), "{err}");
+    // One replica of a replicated storch is allowed (etcd still fences it).
+    let objects = rendered_objects(&with(json!({"replicas": 1})).unwrap());
+    assert_eq!(statefulset_of(&objects).replicas, Some(1));
+
+    // Without etcd, several replicas would share one log: refused; 1 is the single one.
+    let err = render(json!({"replicas": 3})).unwrap_err();
+    assert!(
+        err.contains("replicas is set, but without etcd.endpoints storch runs as one instance"),
         "{err}"
     );
+    let objects = rendered_objects(&render(json!({"replicas": 1})).unwrap());
+    check_install(&objects, "storch", "helm chart with replicas 1");
 }
 
 #[test]
@@ -1320,7 +1766,8 @@ fn readme_documents_every_value() {
     for needle in [
         "create secret tls storch-tls",
         "create secret generic storch-token --from-file=token=",
-        "this chart does not set up etcd replication",
+        "create secret generic storch-secrets-key --from-file=secret.key",
+        "/readyz?standby=ok",
         "helm install",
         "kubectl apply -f deploy/",
     ] {
@@ -1393,6 +1840,23 @@ fn renderer_follows_go_template_semantics() {
             "<x><>",
         ),
         ("{{ toYaml (dict) }}", ""),
+        (
+            "{{ kindIs \"invalid\" .missing }} {{ kindIs \"invalid\" .n }} {{ kindIs \"slice\" .list }}",
+            "true false true",
+        ),
+        ("{{ if not .n }}0{{ end }}{{ if not .a }}x{{ end }}", "0"),
+        (
+            "{{ int 2.7 }} {{ int \"3\" }} {{ int \"x\" }} {{ int .missing }}",
+            "2 3 0 0",
+        ),
+        (
+            "{{ lt (int .n) 1 }} {{ lt 2 1 }} {{ ne 1 1 }} {{ ne .a \"y\" }}",
+            "true false false true",
+        ),
+        (
+            "{{ join \",\" .list }} {{ join \",\" .a }} {{ join \",\" .empty }}.",
+            "p,q x .",
+        ),
     ];
     for (src, want) in cases {
         if src.contains("dict") {
@@ -1409,19 +1873,25 @@ fn renderer_follows_go_template_semantics() {
         render1("{{ fail \"no\" }}", v.clone()).unwrap_err(),
         "t: no"
     );
-    assert!(
-        render1("{{ .missing.deeper }}", v.clone()).is_err(),
-        "nil pointer evaluating"
-    );
-    assert!(render1("{{ if .a }}", v.clone()).is_err(), "unclosed if");
-    assert!(render1("{{ .list }}", v).is_err(), "a list is not printed");
+    for (src, why) in [
+        ("{{ .missing.deeper }}", "nil pointer evaluating"),
+        ("{{ if .a }}", "unclosed if"),
+        ("{{ lt .a 1 }}", "lt of a string"),
+        ("{{ int .list }}", "int of a list"),
+        ("{{ kindIs \"int\" .n }}", "numeric kinds"),
+        ("{{ .list }}", "a list is not printed"),
+    ] {
+        assert!(render1(src, v.clone()).is_err(), "{why}: {src}");
+    }
 }
 
 /// The smallest Go text/template renderer that covers what the chart uses: text with `{{- -}}`
 /// trimming and comments; `if`/`else if`/`else`, `with`/`else`, `range`/`else` (over lists
 /// and maps, dot = element); `define` + `include`; pipelines with `.Field.Chains`, `$`,
 /// string/number/bool literals and parenthesised sub-pipelines; and the sprig/Helm functions
-/// `toYaml`, `nindent`, `indent`, `quote`, `default`, `required`, `fail`. Anything else is an
+/// `toYaml`, `nindent`, `indent`, `quote`, `default`, `required`, `fail`, `not`, `int`, `lt`,
+/// `ne` (integers; `ne` also strings), `join` (sprig's, a list or one value) and `kindIs` (not
+/// for numbers). Anything else is an
 /// error, so the chart cannot drift out of this subset unnoticed. Values are JSON values
 /// (as Helm's are: YAML decoded into Go's interface{}); a missing map key is nil, printed as
 /// "" (Helm), and a field of nil is an error (Go).
@@ -1781,6 +2251,21 @@ mod gotmpl {
         }
     }
 
+    /// sprig's `int` (cast.ToInt): integers as they are, floats truncated, numeric strings
+    /// parsed, booleans 0/1, nil and other strings 0; lists and maps are refused (Helm gives
+    /// 0; nothing in the chart passes one).
+    fn to_int(v: &Value) -> Result<i64, String> {
+        Ok(match v {
+            Value::Number(n) => n
+                .as_i64()
+                .unwrap_or_else(|| n.as_f64().unwrap_or(0.0) as i64),
+            Value::String(s) => s.trim().parse().unwrap_or(0),
+            Value::Bool(b) => i64::from(*b),
+            Value::Null => 0,
+            other => return Err(format!("int: cannot convert {other}")),
+        })
+    }
+
     fn int(v: &Value) -> Result<usize, String> {
         v.as_u64()
             .map(|n| n as usize)
@@ -2003,6 +2488,59 @@ mod gotmpl {
                 "fail" => {
                     arity(1)?;
                     return Err(strval(&args[0])?);
+                }
+                "not" => {
+                    arity(1)?;
+                    Value::Bool(!truthy(&args[0]))
+                }
+                "kindIs" => {
+                    arity(2)?;
+                    // Go's reflect kinds, but the numeric ones: a number is float64 from
+                    // YAML and int64 from --set in Helm, so asking for one is refused.
+                    let want = args[0].as_str().unwrap_or_default();
+                    if !["invalid", "string", "bool", "slice", "map"].contains(&want) {
+                        return Err(format!("kindIs {want:?}: not in this renderer's subset"));
+                    }
+                    let kind = match &args[1] {
+                        Value::Null => "invalid",
+                        Value::String(_) => "string",
+                        Value::Bool(_) => "bool",
+                        Value::Array(_) => "slice",
+                        Value::Object(_) => "map",
+                        Value::Number(_) => "number",
+                    };
+                    Value::Bool(want == kind)
+                }
+                "int" => {
+                    arity(1)?;
+                    Value::from(to_int(&args[0])?)
+                }
+                "lt" | "ne" => {
+                    arity(2)?;
+                    let (a, b) = (&args[0], &args[1]);
+                    match (a.as_i64(), b.as_i64(), name.as_str()) {
+                        (Some(a), Some(b), "lt") => Value::Bool(a < b),
+                        (Some(a), Some(b), _) => Value::Bool(a != b),
+                        (None, None, "ne") if a.is_string() && b.is_string() => Value::Bool(a != b),
+                        _ => return Err(format!("{name}: incompatible types {a} and {b}")),
+                    }
+                }
+                "join" => {
+                    arity(2)?;
+                    let sep = args[0]
+                        .as_str()
+                        .ok_or("join: the separator must be a string")?;
+                    // sprig's strslice: a list's non-nil items, or the one value.
+                    let items = match &args[1] {
+                        Value::Array(a) => a
+                            .iter()
+                            .filter(|v| !v.is_null())
+                            .map(strval)
+                            .collect::<Result<Vec<_>, _>>()?,
+                        Value::Null => Vec::new(),
+                        v => vec![strval(v)?],
+                    };
+                    Value::String(items.join(sep))
                 }
                 _ => {
                     return Err(format!(

@@ -5,6 +5,7 @@
 //! `STORCH_ETCD_CRASH_ROUNDS` sets the takeover rounds (default 4).
 
 mod common;
+mod k8s_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,8 +14,10 @@ use std::time::Duration;
 
 use common::etcd::Etcd;
 use common::*;
+use k8s_support::FakeKube;
 use serde_json::{Value, json};
 use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
+use storch::k8s::{Frontend, KubeOptions, KubeSource};
 use storch::log::{Durability, EventLog};
 use storch::replication::{Node, ReplicationOptions};
 
@@ -105,6 +108,17 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
         &[],
     ));
     wait_role(&client, servers[1].as_ref().unwrap(), "standby of a").await;
+    // Kubernetes' readiness probe, `/readyz?standby=ok`, counts the caught-up standby as
+    // ready (the pod role label, not readiness, keeps clients on the leader).
+    for (server, status) in [(&servers[0], "ok"), (&servers[1], "standby")] {
+        let url = format!("{}/readyz?standby=ok", server.as_ref().unwrap().url);
+        let (code, body) = get_json(&client, &url).await;
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (200, Some(status)),
+            "{body}"
+        );
+    }
 
     // One array both instances reach (the fake array keeps its state in a file).
     let mut backend = fake_backend("shared", "file", &[("p1", ssd()), ("p2", ssd())]);
@@ -593,4 +607,99 @@ async fn a_standby_never_serves_records_etcd_does_not_hold() {
     let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
     let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
     assert_eq!(la.head(), lb.head(), "b's log was cut back to etcd's");
+}
+
+/// The `storch.io/role` label of a pod in the fake API server.
+fn pod_role(kube: &FakeKube, pod: &str) -> Option<String> {
+    kube.get("pods", Some("storch"), pod)?
+        .pointer("/metadata/labels/storch.io~1role")?
+        .as_str()
+        .map(String::from)
+}
+
+async fn wait_pod_role(kube: &FakeKube, pod: &str, role: &str) {
+    kube.wait_for(
+        |k| pod_role(k, pod).as_deref() == Some(role),
+        Duration::from_secs(30),
+        &format!("pod {pod} labelled {role}"),
+    )
+    .await;
+}
+
+/// A replicated core with the Kubernetes frontend, in pod `pod` of namespace `storch`.
+async fn start_in_pod(rt: &CoreRuntime, kube: &FakeKube, pod: &str) -> Frontend {
+    let mut opts = KubeOptions::new(KubeSource::ApiServer(kube.url.clone()));
+    opts.namespace = Some("storch".into());
+    opts.identity = Some(pod.into());
+    opts.lease_duration = Duration::from_secs(2);
+    opts.role_labels = true;
+    opts.pod_name = Some(pod.into());
+    Frontend::start(rt.core(), opts).await.unwrap()
+}
+
+/// With the Kubernetes frontend, each replica labels its own pod with its etcd role (what the
+/// chart's Service selects): `standby` from the start, also while the rest of the frontend
+/// waits for the core to lead, and after failed patches (retried); `leader` once it leads.
+/// A leader stopped cleanly steps down to `standby`, and the standby that takes over becomes
+/// `leader`. The pod's other labels are left alone (a merge patch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_labelled_with_their_etcd_role_and_the_labels_flip_on_takeover() {
+    let etcd = Etcd::start().await;
+    let kube = FakeKube::start().await;
+    for pod in ["storch-0", "storch-1"] {
+        kube.put(
+            "pods",
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "namespace": "storch", "labels": {"app": "storch"}},
+                "spec": {"containers": [{"name": "storch", "image": "storch"}]},
+            }),
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+
+    let a = start_replicated(&tmp.path().join("a"), node(&etcd, "storch-0")).await;
+    wait_ready(&a.core()).await;
+    let frontend_a = start_in_pod(&a, &kube, "storch-0").await;
+    wait_pod_role(&kube, "storch-0", "leader").await;
+
+    let b = start_replicated(&tmp.path().join("b"), node(&etcd, "storch-1")).await;
+    wait_standby_of(&b, "storch-0").await;
+    kube.fail("PATCH", "pods", 2, 500);
+    let frontend_b = start_in_pod(&b, &kube, "storch-1").await;
+    wait_pod_role(&kube, "storch-1", "standby").await;
+    assert!(
+        matches!(b.core().readiness(), Readiness::Standby { .. }),
+        "labelled while still a standby"
+    );
+    let failed_patches = kube
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.name.as_deref() == Some("storch-1"))
+        .count();
+    assert!(
+        failed_patches >= 3,
+        "two failures, then the patch: {failed_patches}"
+    );
+    assert_eq!(pod_role(&kube, "storch-0").as_deref(), Some("leader"));
+
+    // Takeover: the leader stops cleanly (frontend first, as `serve` does, then the core,
+    // which resigns).
+    frontend_a.shutdown().await;
+    assert_eq!(pod_role(&kube, "storch-0").as_deref(), Some("standby"));
+    a.shutdown().await;
+    wait_ready(&b.core()).await;
+    wait_pod_role(&kube, "storch-1", "leader").await;
+    let labels = kube
+        .get("pods", Some("storch"), "storch-1")
+        .unwrap()
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap();
+    assert_eq!(labels, json!({"app": "storch", "storch.io/role": "leader"}));
+
+    frontend_b.shutdown().await;
+    b.shutdown().await;
+    kube.shutdown().await;
 }

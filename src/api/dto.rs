@@ -274,7 +274,7 @@ pub struct EventListResponse {
 /// `GET /livez`, and `GET /readyz` when ready: `{"status":"ok"}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StatusResponse {
-    /// `ok`, or `unavailable` (with `reasons`) from `/readyz`.
+    /// `ok`; from `/readyz` also `unavailable` or `standby` (an etcd standby), with `reasons`.
     #[schema(value_type = String)]
     pub status: &'static str,
     /// Why storch is not ready (only from `/readyz`, only when not ready).

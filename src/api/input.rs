@@ -261,6 +261,20 @@ fn query_params<'a>(
     Ok(out)
 }
 
+/// Parses `/readyz`'s query: `standby=ok` (Vault's `standbyok`) counts a caught-up etcd
+/// standby as ready; nothing else is accepted. Returns whether it was given.
+pub fn parse_readyz_query(pairs: &[(String, String)]) -> Result<bool, InputError> {
+    let params = query_params(pairs, &["standby"])?;
+    match params.get("standby").copied() {
+        None => Ok(false),
+        Some("ok") => Ok(true),
+        Some(other) => Err(query_error(
+            "standby",
+            format!("{} is not accepted; the only value is ok", quote(other)),
+        )),
+    }
+}
+
 /// Parses `protocol=file|block|any` and `size=SIZE` (both optional).
 pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<ExplainQuery, InputError> {
     let params = query_params(pairs, &["protocol", "size"])?;

@@ -680,6 +680,10 @@ async fn not_ready_is_503_with_retry_after() {
         r.json,
         json!({"status": "unavailable", "reasons": ["the event log is being replayed"]})
     );
+    // A replaying instance is not ready even when standbys count.
+    let r = get(&app, "/readyz?standby=ok").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.json["status"], "unavailable");
     assert_eq!(h.core.readiness(), Readiness::Replaying, "the premise held");
     h.stop().await;
 }
@@ -727,6 +731,12 @@ async fn a_failed_boot_is_500_without_detail_and_not_ready() {
     );
     let r = get(&app, "/livez").await;
     assert_eq!(r.status, StatusCode::OK);
+    let r = get(&app, "/readyz?standby=ok").await;
+    assert_eq!(
+        r.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "failed is never ready"
+    );
     let r = get(&app, "/readyz").await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(r.json["status"], "unavailable");
@@ -739,6 +749,75 @@ async fn a_failed_boot_is_500_without_detail_and_not_ready() {
             .contains("storch events verify"),
         "{reasons:?}"
     );
+    h.stop().await;
+}
+
+/// `/readyz` for each state an instance can be in, plain and with `?standby=ok`: only a
+/// caught-up standby answers differently (200, status `standby`, still naming the leader).
+#[test]
+fn readyz_counts_a_caught_up_standby_only_with_standby_ok() {
+    use crate::actors::Health;
+    use crate::api::handlers::health::readiness;
+    let health = |replay_done, degraded: Option<&str>, standby_of: Option<&str>| Health {
+        log_open: true,
+        replay_done,
+        degraded: degraded.map(String::from),
+        standby_of: standby_of.map(String::from),
+    };
+    let leader = health(true, None, None);
+    let standby = health(true, None, Some("storch-0"));
+    let replaying_standby = health(false, None, Some("storch-0"));
+    let poisoned_standby = health(true, Some("event log poisoned: x"), Some("storch-0"));
+    let failed = health(false, Some("boot failed"), None);
+    let closed = Health {
+        log_open: false,
+        ..standby.clone()
+    };
+    for (h, plain, standby_ok, status) in [
+        (&leader, 200, 200, "ok"),
+        (&standby, 503, 200, "standby"),
+        (&replaying_standby, 503, 503, "standby"),
+        (&poisoned_standby, 503, 503, "standby"),
+        (&closed, 503, 503, "standby"),
+        (&failed, 503, 503, "unavailable"),
+    ] {
+        for (ok, code) in [(false, plain), (true, standby_ok)] {
+            let (got, body) = readiness(h, ok);
+            assert_eq!(got.as_u16(), code, "{h:?} standby_ok={ok}");
+            assert_eq!(body.status, status, "{h:?}");
+        }
+    }
+    let (_, body) = readiness(&standby, true);
+    assert_eq!(
+        body.reasons,
+        ["this instance is an etcd standby (reads only); the leader is storch-0"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_refuses_a_bad_query_naming_the_parameter() {
+    let h = Harness::start().await;
+    let app = h.app();
+    assert_eq!(get(&app, "/readyz?standby=ok").await.status, StatusCode::OK);
+    for (uri, needle) in [
+        (
+            "/readyz?standby=yes",
+            "invalid query parameter standby: \"yes\" is not accepted",
+        ),
+        (
+            "/readyz?standbyok=true",
+            "invalid query parameter \"standbyok\"",
+        ),
+        (
+            "/readyz?standby=ok&standby=ok",
+            "standby: given more than once",
+        ),
+    ] {
+        let r = get(&app, uri).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{uri}");
+        let msg = r.json["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(needle), "{uri}: {msg}");
+    }
     h.stop().await;
 }
 

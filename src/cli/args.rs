@@ -196,6 +196,11 @@ pub struct KubeArgs {
     #[arg(long, env = "STORCH_POD_NAME", value_name = "ID")]
     pub k8s_identity: Option<String>,
 
+    /// The pod storch runs in, which it labels with its etcd role (`storch.io/role`): only
+    /// ever the pod's own name from the downward API, so hidden.
+    #[arg(long, env = "STORCH_POD_NAME", value_name = "POD", hide = true)]
+    pub k8s_pod_name: Option<String>,
+
     /// The Lease only whose holder provisions [default: storch-leader].
     #[arg(long, env = "STORCH_K8S_LEASE_NAME", value_name = "NAME")]
     pub k8s_lease_name: Option<String>,

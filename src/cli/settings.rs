@@ -121,7 +121,11 @@ impl ServeArgs {
         if replication.is_some() && self.secrets_key_file.is_none() {
             return Err(SettingsError::EtcdWithoutSharedKey);
         }
-        let kube = kube_options(self.kube)?;
+        let mut kube = kube_options(self.kube)?;
+        if let Some(k) = kube.as_mut() {
+            // Replicated in a pod: the pod carries its role, for a Service of the leader.
+            k.role_labels = replication.is_some();
+        }
         let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
         let mut missing = Vec::new();
@@ -224,6 +228,7 @@ fn kube_options(
     opts.namespace = a.k8s_namespace;
     opts.node_name = a.k8s_node_name;
     opts.identity = a.k8s_identity;
+    opts.pod_name = a.k8s_pod_name.filter(|n| !n.trim().is_empty());
     if let Some(name) = a.k8s_lease_name {
         opts.lease_name = name;
     }
@@ -438,6 +443,19 @@ mod tests {
         assert_eq!(r.prefix, "/storch");
         assert_eq!(r.lease_ttl, std::time::Duration::from_secs(10));
         assert_eq!(r.identity, "storch-0");
+        // With a cluster too, the pod (STORCH_POD_NAME) is labelled with its role.
+        let mut a = args("127.0.0.1", false);
+        a.etcd.etcd_endpoints = vec!["127.0.0.1:2379".into()];
+        a.secrets_key_file = Some(PathBuf::from("/k"));
+        a.kube.k8s_api_server = Some("http://127.0.0.1:8001".into());
+        a.kube.k8s_pod_name = Some("storch-1".into());
+        let k = a.clone().into_settings().unwrap().kube.unwrap();
+        assert!(k.role_labels);
+        assert_eq!(k.pod_name.as_deref(), Some("storch-1"));
+        // Not replicated: no role labels.
+        a.etcd = Default::default();
+        a.secrets_key_file = None;
+        assert!(!a.into_settings().unwrap().kube.unwrap().role_labels);
         // Bad values name their flag and the value.
         for (field, value, flag) in [
             ("endpoint", "ftp://x", "--etcd-endpoints"),

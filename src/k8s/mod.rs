@@ -6,12 +6,15 @@
 //! - `classes`: the StorageClass watcher, on every replica (keeps standbys warm).
 //! - `claims`, `volumes`: the PVC and PV controllers (kube-runtime `Controller`s, with
 //!   per-object retry and backoff), run only by the holder of the Lease (`lease`).
+//! - `roles`: with etcd replication, the `storch.io/role` label on this replica's own pod,
+//!   from the start on every replica (not waiting for the core).
 //!
 //! Everything goes through [`Core`]; nothing here writes storch state directly.
 
 mod claims;
 mod classes;
 mod lease;
+mod roles;
 pub mod translate;
 mod volumes;
 
@@ -25,6 +28,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use tokio::sync::watch;
 
 use crate::actors::Core;
+pub use roles::ROLE_LABEL;
 use translate::FrontendClass;
 
 /// The provisioner names answered by default.
@@ -57,6 +61,11 @@ pub struct KubeOptions {
     pub identity: Option<String>,
     pub lease_name: String,
     pub lease_duration: Duration,
+    /// Label this replica's pod ([`pod_name`](Self::pod_name)) with its etcd role
+    /// ([`ROLE_LABEL`]): on with etcd replication.
+    pub role_labels: bool,
+    /// The pod storch runs in (`STORCH_POD_NAME`), in [`namespace`](Self::namespace).
+    pub pod_name: Option<String>,
 }
 
 impl KubeOptions {
@@ -69,6 +78,8 @@ impl KubeOptions {
             identity: None,
             lease_name: "storch-leader".into(),
             lease_duration: Duration::from_secs(15),
+            role_labels: false,
+            pod_name: None,
         }
     }
 }
@@ -190,6 +201,8 @@ fn clip_note(mut note: String) -> String {
 pub struct Frontend {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// The pod role label's task, with etcd replication in a pod.
+    roles: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Frontend {
@@ -244,14 +257,33 @@ impl Frontend {
             "Kubernetes frontend starting"
         );
         let (stop, stopped) = watch::channel(false);
+        let roles = match (ctx.opts.role_labels, &ctx.opts.pod_name) {
+            (false, _) => None,
+            (true, None) => {
+                tracing::warn!(
+                    "STORCH_POD_NAME is not set: the pod is not labelled with its etcd role \
+                     ({ROLE_LABEL}), so a Service selecting the leader finds no pod"
+                );
+                None
+            }
+            (true, Some(pod)) => Some(tokio::spawn(roles::run(
+                kube::Api::namespaced(ctx.client.clone(), &ctx.namespace),
+                pod.clone(),
+                ctx.core.clone(),
+                stopped.clone(),
+            ))),
+        };
         let task = tokio::spawn(run(ctx, stopped));
-        Ok(Frontend { stop, task })
+        Ok(Frontend { stop, task, roles })
     }
 
-    /// Stops the controllers and gives up the Lease.
+    /// Stops the controllers and gives up the Lease (and, a leader, labels its pod standby).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         join_or_abort(self.task, "the Kubernetes frontend").await;
+        if let Some(roles) = self.roles {
+            join_or_abort(roles, "the pod role label").await;
+        }
     }
 }
 

@@ -79,6 +79,7 @@ pub const RESOURCES: &[ResourceDef] = &[
     res("events", "", "v1", "Event", true, false),
     res("secrets", "", "v1", "Secret", true, false),
     res("configmaps", "", "v1", "ConfigMap", true, false),
+    res("pods", "", "v1", "Pod", true, true),
     res("namespaces", "", "v1", "Namespace", false, true),
     res(
         "storageclasses",

@@ -1,14 +1,16 @@
 //! Probes, metrics and the API description: `/livez`, `/readyz`, `/metrics`,
 //! `/openapi.json`. None of them touches a backend, and none carries a secret.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 
 use super::{Call, ReqCtx};
-use crate::actors::Core;
-use crate::api::dto::StatusResponse;
+use crate::actors::{Core, Health};
+use crate::api::dto::{ErrorResponse, StatusResponse};
 use crate::api::error::{ApiError, Op};
+use crate::api::input;
 
 /// `GET /livez`: 200 `{"status":"ok"}` whenever the process serves HTTP. Never needs a token.
 #[utoipa::path(
@@ -29,28 +31,50 @@ pub(crate) async fn livez(ctx: ReqCtx) -> Result<Response, ApiError> {
 }
 
 /// `GET /readyz`: 200 `{"status":"ok"}` when the log is open, replayed and takes writes;
-/// otherwise 503 `{"status":"unavailable","reasons":[…]}`. Never needs a token.
+/// otherwise 503 `{"status":"unavailable"|"standby","reasons":[…]}`. With `?standby=ok`
+/// (Vault's `standbyok`), a caught-up etcd standby is 200 `{"status":"standby",…}` too: it
+/// is healthy and counts as Ready for Kubernetes, while the Service reaches only the leader
+/// through the pod role label. Never needs a token.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "operations",
     security(()),
+    params(
+        ("standby" = Option<String>, Query, description = "`ok`: a caught-up etcd standby is ready too (200 with status `standby`)"),
+    ),
     responses(
-        (status = 200, description = "Ready", body = StatusResponse),
+        (status = 200, description = "Ready (or, with `standby=ok`, a caught-up standby)", body = StatusResponse),
+        (status = 400, description = "A bad query parameter (the message names it)", body = ErrorResponse),
         (status = 503, description = "Not ready, with the reasons", body = StatusResponse),
     ),
 )]
-pub(crate) async fn readyz(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
+pub(crate) async fn readyz(
+    State(core): State<Core>,
+    ctx: ReqCtx,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let call = Call::new(Op::Readyz, ctx);
-    let health = core.health();
+    let standby_ok = call.input(input::parse_readyz_query(&call.query(query)?))?;
+    let (status, body) = readiness(&core.health(), standby_ok);
+    let mut response = call.reply(status, &body)?;
+    if status != StatusCode::OK {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Ok(response)
+}
+
+/// `/readyz`'s answer for `health`; `standby_ok` makes a caught-up standby (replayed, log
+/// open, nothing degraded) a 200.
+pub(crate) fn readiness(health: &Health, standby_ok: bool) -> (StatusCode, StatusResponse) {
     if health.ready() {
-        return call.reply(
-            StatusCode::OK,
-            &StatusResponse {
-                status: "ok",
-                reasons: Vec::new(),
-            },
-        );
+        let body = StatusResponse {
+            status: "ok",
+            reasons: Vec::new(),
+        };
+        return (StatusCode::OK, body);
     }
     let mut reasons = Vec::new();
     let mut status = "unavailable";
@@ -69,14 +93,16 @@ pub(crate) async fn readyz(State(core): State<Core>, ctx: ReqCtx) -> Result<Resp
     if !health.log_open && health.degraded.is_none() {
         reasons.push("the event log is not open".to_string());
     }
-    let mut response = call.reply(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &StatusResponse { status, reasons },
-    )?;
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    Ok(response)
+    let caught_up_standby = health.standby_of.is_some()
+        && health.log_open
+        && health.replay_done
+        && health.degraded.is_none();
+    let code = if standby_ok && caught_up_standby {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, StatusResponse { status, reasons })
 }
 
 /// `GET /metrics`: Prometheus text exposition.
