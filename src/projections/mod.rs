@@ -12,6 +12,9 @@ use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig};
 
 mod config_codec;
+mod replay;
+
+pub use replay::{replay, restore};
 
 /// A volume's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bincode::Encode, bincode::Decode)]
