@@ -182,11 +182,12 @@ pub struct Interned {
 }
 
 impl Interned {
-    fn intern(&mut self, pool: PoolRef) -> Arc<PoolRef> {
-        if let Some(p) = self.pools.get(&pool) {
+    /// The shared copy of `pool` (copied only the first time it is seen).
+    fn intern(&mut self, pool: &PoolRef) -> Arc<PoolRef> {
+        if let Some(p) = self.pools.get(pool) {
             return p.clone();
         }
-        let p = Arc::new(pool);
+        let p = Arc::new(pool.clone());
         self.pools.insert(p.clone());
         p
     }
@@ -409,7 +410,7 @@ impl State {
                     for v in &b.volumes.0 {
                         if let Some(vol) = self.volumes.0.get_mut(&**v) {
                             let pool = vol.pool().to_string();
-                            vol.placed = Some(self.interned.intern(PoolRef::new(to, pool)));
+                            vol.placed = Some(self.interned.intern(&PoolRef::new(to, pool)));
                         }
                     }
                     self.backends.insert(to.clone(), b);
@@ -468,7 +469,7 @@ impl State {
                 ..
             } => {
                 vol.state = VolumeState::Online;
-                vol.placed = Some(self.interned.intern(pool.clone()));
+                vol.placed = Some(self.interned.intern(pool));
                 vol.update_config(|c| {
                     c.internal_name = internal_name.clone();
                     c.protocol = *protocol;
