@@ -132,15 +132,9 @@ fn replay(c: &mut Criterion) {
     });
     c.bench_function("replay 10k events into the projection", |b| {
         b.iter(|| {
-            let mut state = State::default();
-            for env in log.read_from(1) {
-                let env = env.unwrap();
-                state.apply(
-                    env.seq,
-                    &storch::events::decode(env.schema, &env.payload).unwrap(),
-                );
-            }
-            state.head
+            storch::projections::replay(&log, State::default())
+                .unwrap()
+                .head
         })
     });
 }

@@ -130,29 +130,7 @@ impl CoreRuntime {
 
 /// Replays the log (from the newest checkpoint) into a state.
 fn replay(log: &EventLog) -> Result<State, LogError> {
-    let mut state = match log.latest_checkpoint()? {
-        Some((seq, bytes)) => match State::decode(&bytes) {
-            Ok(s) if s.head == seq => s,
-            Ok(_) | Err(_) => {
-                tracing::warn!(
-                    seq,
-                    "ignoring an unreadable checkpoint; replaying the whole log"
-                );
-                State::default()
-            }
-        },
-        None => State::default(),
-    };
-    for env in log.read_from(state.head + 1) {
-        let env = env?;
-        let event =
-            crate::events::decode(env.schema, &env.payload).map_err(|e| LogError::Corrupt {
-                seq: env.seq,
-                reason: e.to_string(),
-            })?;
-        state.apply(env.seq, &event);
-    }
-    Ok(state)
+    crate::projections::restore(log)
 }
 
 /// Replays the log into a state on a blocking thread; a failure is recorded as the readiness.

@@ -30,7 +30,8 @@ pub struct ReplayReport {
     pub events: u64,
     pub log_bytes: u64,
     pub build_s: f64,
-    /// Reading, verifying, decoding and folding the whole log in one thread.
+    /// Reading, verifying, decoding and folding the whole log (`projections::replay`: read and
+    /// checked on the log's reader thread, decoded and folded on the caller's).
     pub full_replay_s: f64,
     pub full_replay_events_per_sec: f64,
     /// `CoreRuntime::start` until ready, without a checkpoint (full replay, actors started).
@@ -192,13 +193,8 @@ async fn run_in(dir: &std::path::Path, opts: ReplayOptions) -> Result<ReplayRepo
             let log = EventLog::open(&log_dir, Durability::Write).map_err(|e| e.to_string())?;
             let before = rss_bytes();
             let started = Instant::now();
-            let mut state = State::default();
-            for env in log.read_from(1) {
-                let env = env.map_err(|e| e.to_string())?;
-                let ev =
-                    crate::events::decode(env.schema, &env.payload).map_err(|e| e.to_string())?;
-                state.apply(env.seq, &ev);
-            }
+            let state =
+                crate::projections::replay(&log, State::default()).map_err(|e| e.to_string())?;
             let elapsed = started.elapsed();
             let volumes = state.volumes.len().max(1) as f64;
             let growth = |before: Option<u64>, after: Option<u64>| match (before, after) {

@@ -43,24 +43,44 @@ impl Envelope {
     /// The chain hash of this envelope given the previous envelope's hash (the stored `hash`
     /// field is not an input).
     pub fn compute_hash(&self, prev_hash: &[u8; 32]) -> [u8; 32] {
-        let mut h = Sha256::new();
-        h.update(HASH_DOMAIN);
-        h.update(prev_hash);
-        h.update(self.seq.to_be_bytes());
-        h.update(self.time_ms.to_be_bytes());
-        h.update(self.id.as_bytes());
-        h.update(self.schema.to_be_bytes());
-        for field in [
-            self.request_id.as_bytes(),
-            self.kind.as_bytes(),
-            self.stream.as_bytes(),
-            &self.payload,
-        ] {
-            h.update((field.len() as u64).to_be_bytes());
-            h.update(field);
-        }
-        h.finalize().into()
+        chain_hash(
+            prev_hash,
+            self.seq,
+            self.time_ms,
+            self.id.as_bytes(),
+            self.schema,
+            [
+                self.request_id.as_bytes(),
+                self.kind.as_bytes(),
+                self.stream.as_bytes(),
+                &self.payload,
+            ],
+        )
     }
+}
+
+/// SHA-256 over the domain tag, the previous hash and the fields in a fixed, length-prefixed
+/// order; the one definition of the chain hash (for owned envelopes and parsed frames alike).
+fn chain_hash(
+    prev_hash: &[u8; 32],
+    seq: u64,
+    time_ms: u64,
+    id: &[u8; 16],
+    schema: u16,
+    fields: [&[u8]; 4],
+) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(HASH_DOMAIN);
+    h.update(prev_hash);
+    h.update(seq.to_be_bytes());
+    h.update(time_ms.to_be_bytes());
+    h.update(id);
+    h.update(schema.to_be_bytes());
+    for field in fields {
+        h.update((field.len() as u64).to_be_bytes());
+        h.update(field);
+    }
+    h.finalize().into()
 }
 
 fn varint_len(mut v: u64) -> usize {
@@ -117,10 +137,62 @@ pub(crate) fn encode(env: &Envelope, prev_hash: &[u8; 32]) -> Vec<u8> {
 }
 
 /// A decoded frame: the envelope and the previous hash stored with it.
+#[cfg(test)]
 #[derive(Debug)]
 pub(crate) struct Decoded {
     pub env: Envelope,
     pub prev_hash: [u8; 32],
+}
+
+/// A frame parsed in place: the variable-length fields borrow the stored bytes, so checking
+/// a record allocates nothing.
+#[derive(Debug)]
+pub(crate) struct Frame<'a> {
+    pub seq: u64,
+    pub time_ms: u64,
+    pub id: [u8; 16],
+    pub schema: u16,
+    pub prev_hash: [u8; 32],
+    pub request_id: &'a str,
+    pub kind: &'a str,
+    pub stream: &'a str,
+    pub payload: &'a [u8],
+    /// Where `payload` starts in the frame.
+    pub payload_at: usize,
+    pub hash: [u8; 32],
+}
+
+impl Frame<'_> {
+    /// The chain hash of the frame's fields given its stored previous hash.
+    pub fn compute_hash(&self) -> [u8; 32] {
+        chain_hash(
+            &self.prev_hash,
+            self.seq,
+            self.time_ms,
+            &self.id,
+            self.schema,
+            [
+                self.request_id.as_bytes(),
+                self.kind.as_bytes(),
+                self.stream.as_bytes(),
+                self.payload,
+            ],
+        )
+    }
+
+    pub fn to_envelope(&self) -> Envelope {
+        Envelope {
+            seq: self.seq,
+            time_ms: self.time_ms,
+            id: uuid::Uuid::from_bytes(self.id),
+            request_id: self.request_id.to_string(),
+            schema: self.schema,
+            kind: self.kind.to_string(),
+            stream: self.stream.to_string(),
+            payload: self.payload.to_vec(),
+            hash: self.hash,
+        }
+    }
 }
 
 struct Reader<'a> {
@@ -174,15 +246,15 @@ impl<'a> Reader<'a> {
         self.take(len, what)
     }
 
-    fn string(&mut self, what: &str) -> Result<String, String> {
+    fn string(&mut self, what: &str) -> Result<&'a str, String> {
         let bytes = self.field(what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not valid UTF-8"))
+        std::str::from_utf8(bytes).map_err(|_| format!("{what} is not valid UTF-8"))
     }
 }
 
-/// Decodes one frame. The error is a human-readable reason (it ends up in
+/// Parses one frame in place. The error is a human-readable reason (it ends up in
 /// `LogError::Corrupt`). Does not check the hash.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Frame<'_>, String> {
     let mut r = Reader { buf: bytes, pos: 0 };
     let magic = r.take(1, "magic byte")?[0];
     if magic != FRAME_MAGIC {
@@ -198,13 +270,14 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     }
     let seq = u64::from_be_bytes(r.array("sequence")?);
     let time_ms = u64::from_be_bytes(r.array("time")?);
-    let id = uuid::Uuid::from_bytes(r.array("event id")?);
+    let id = r.array("event id")?;
     let schema = u16::from_be_bytes(r.array("schema")?);
     let prev_hash = r.array("previous hash")?;
     let request_id = r.string("request id")?;
     let kind = r.string("kind")?;
     let stream = r.string("stream")?;
-    let payload = r.field("payload")?.to_vec();
+    let payload = r.field("payload")?;
+    let payload_at = r.pos - payload.len();
     let hash = r.array("hash")?;
     if r.pos != bytes.len() {
         return Err(format!(
@@ -212,19 +285,28 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
             bytes.len() - r.pos
         ));
     }
-    Ok(Decoded {
-        env: Envelope {
-            seq,
-            time_ms,
-            id,
-            request_id,
-            schema,
-            kind,
-            stream,
-            payload,
-            hash,
-        },
+    Ok(Frame {
+        seq,
+        time_ms,
+        id,
+        schema,
         prev_hash,
+        request_id,
+        kind,
+        stream,
+        payload,
+        payload_at,
+        hash,
+    })
+}
+
+/// Decodes one frame into an owned envelope (see [`parse`]). Does not check the hash.
+#[cfg(test)]
+pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
+    let frame = parse(bytes)?;
+    Ok(Decoded {
+        env: frame.to_envelope(),
+        prev_hash: frame.prev_hash,
     })
 }
 
@@ -329,6 +411,9 @@ mod tests {
             let d = decode(&bytes).unwrap();
             prop_assert_eq!(&d.env, &env);
             prop_assert_eq!(d.prev_hash, prev);
+            let frame = parse(&bytes).unwrap();
+            prop_assert_eq!(frame.compute_hash(), env.hash);
+            prop_assert_eq!(&bytes[frame.payload_at..][..frame.payload.len()], &env.payload[..]);
             for cut in 0..bytes.len() {
                 prop_assert!(decode(&bytes[..cut]).is_err(), "cut at {}", cut);
             }

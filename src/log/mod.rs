@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 use store::Inner;
+pub use store::Record;
 
 /// Hash of the envelope before sequence 1.
 pub const GENESIS_HASH: [u8; 32] = [0u8; 32];
@@ -140,6 +141,40 @@ pub struct EventLog {
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+/// The iterator of [`EventLog::read_batches`].
+pub struct Batches {
+    rx: Option<std::sync::mpsc::Receiver<store::BatchResult>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Iterator for Batches {
+    type Item = Result<Vec<Record>, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Ok(item) = self.rx.as_ref()?.recv() {
+            return Some(item);
+        }
+        // The reader is done; a reader that died must not look like the end of the log.
+        self.rx = None;
+        match self.thread.take()?.join() {
+            Ok(()) => None,
+            Err(_) => Some(Err(LogError::Storage(
+                "the log reader thread panicked".to_string(),
+            ))),
+        }
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        // Dropping the receiver makes the reader's next send fail, so it stops.
+        self.rx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A cheap, cloneable handle for appending. The writer runs while any clone exists (and
 /// keeps the database open).
 #[derive(Clone)]
@@ -205,6 +240,21 @@ impl EventLog {
         from_seq: u64,
     ) -> impl Iterator<Item = Result<Envelope, LogError>> + '_ {
         store::ReadIter::new(&self.inner.events, from_seq)
+    }
+
+    /// The records from `from_seq` (inclusive) in order, checked exactly as [`read_from`]
+    /// checks them, in batches read ahead on a thread of their own (`storch-log-read`): the
+    /// caller decodes and folds one batch while the next is read and checked. The first bad
+    /// record yields `LogError::Corrupt` after the batch of the good ones before it, and ends
+    /// the iteration. Dropping the iterator stops the thread.
+    ///
+    /// [`read_from`]: EventLog::read_from
+    pub fn read_batches(&self, from_seq: u64) -> Result<Batches, LogError> {
+        let (rx, thread) = store::spawn_batches(&self.inner.events, from_seq)?;
+        Ok(Batches {
+            rx: Some(rx),
+            thread: Some(thread),
+        })
     }
 
     /// Walks the whole chain.

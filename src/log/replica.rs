@@ -60,25 +60,25 @@ pub(crate) async fn append_frames(
             seq: expected,
             reason: format!("replicated record: {reason}"),
         };
-        let d = codec::decode(frame).map_err(corrupt)?;
-        if d.env.seq != expected {
+        let f = codec::parse(frame).map_err(corrupt)?;
+        if f.seq != expected {
             return Err(corrupt(format!(
                 "claims sequence {} where {expected} comes next",
-                d.env.seq
+                f.seq
             )));
         }
-        if d.env.compute_hash(&d.prev_hash) != d.env.hash {
+        if f.compute_hash() != f.hash {
             return Err(corrupt("hash does not match the record's contents".into()));
         }
-        if d.prev_hash != hash {
+        if f.prev_hash != hash {
             return Err(corrupt(format!(
                 "chain broken: the record does not link to the hash of sequence {seq}"
             )));
         }
         batch.insert(&key(expected), *frame);
         seq = expected;
-        hash = d.env.hash;
-        envelopes.push(d.env);
+        hash = f.hash;
+        envelopes.push(f.to_envelope());
     }
     if envelopes.is_empty() {
         return Ok(envelopes);
@@ -119,7 +119,7 @@ pub(crate) fn frames_from(
                         seq: env.seq,
                         reason: "record vanished while being read".into(),
                     })?;
-                codec::decode(&raw)
+                codec::parse(&raw)
                     .map_err(|reason| LogError::Corrupt {
                         seq: env.seq,
                         reason,

@@ -274,37 +274,40 @@ pub(crate) fn read_head(events: &sled::Tree) -> Result<HeadState, LogError> {
         time_ms: 0,
         tail_error: Some((seq, reason)),
     };
-    let d = match codec::decode(&v) {
-        Ok(d) => d,
+    let frame = match codec::parse(&v) {
+        Ok(f) => f,
         Err(reason) => return Ok(bad(reason)),
     };
-    if let Err(reason) = check_self(seq, &d) {
+    if let Err(reason) = check_self(seq, &frame) {
         return Ok(bad(reason));
     }
     Ok(HeadState {
         seq,
-        hash: d.env.hash,
-        time_ms: d.env.time_ms,
+        hash: frame.hash,
+        time_ms: frame.time_ms,
         tail_error: None,
     })
 }
 
-/// Checks a decoded record on its own: the sequence it claims and its hash.
-fn check_self(key_seq: u64, d: &codec::Decoded) -> Result<(), String> {
-    if d.env.seq != key_seq {
+/// Checks a parsed record on its own: the sequence it claims and its hash.
+fn check_self(key_seq: u64, frame: &codec::Frame<'_>) -> Result<(), String> {
+    if frame.seq != key_seq {
         return Err(format!(
             "record stored under sequence {key_seq} claims sequence {}",
-            d.env.seq
+            frame.seq
         ));
     }
-    if d.env.compute_hash(&d.prev_hash) != d.env.hash {
+    if frame.compute_hash() != frame.hash {
         return Err("hash does not match the record's contents".to_string());
     }
     Ok(())
 }
 
-/// The checked reader behind `EventLog::read_from`.
-pub(crate) struct ReadIter {
+/// Walks the events tree from a sequence and checks each record: it decodes, is stored under
+/// its own sequence, follows its predecessor without a gap, recomputes to its hash and links
+/// to its predecessor's hash. The first bad record ends the walk with `LogError::Corrupt`.
+/// Both [`ReadIter`] and the batch reader ([`spawn_batches`]) read through it.
+struct Checker {
     iter: sled::Iter,
     expected: u64,
     prev_hash: [u8; 32],
@@ -312,10 +315,10 @@ pub(crate) struct ReadIter {
     done: bool,
 }
 
-impl ReadIter {
-    pub fn new(events: &sled::Tree, from_seq: u64) -> ReadIter {
+impl Checker {
+    fn new(events: &sled::Tree, from_seq: u64) -> Checker {
         let from_seq = from_seq.max(1);
-        let mut it = ReadIter {
+        let mut it = Checker {
             iter: events.range(key(from_seq)..),
             expected: from_seq,
             prev_hash: GENESIS_HASH,
@@ -333,10 +336,37 @@ impl ReadIter {
         it
     }
 
-    fn check(&self, item: sled::Result<(sled::IVec, sled::IVec)>) -> Result<Envelope, LogError> {
-        let (k, v) = item.map_err(|e| storage("reading the event log", e))?;
+    /// The next record, checked, handed to `f` with its stored bytes; `None` at the end, and
+    /// after the first error.
+    fn next_with<R>(
+        &mut self,
+        f: impl FnOnce(&codec::Frame<'_>, &sled::IVec) -> R,
+    ) -> Option<Result<R, LogError>> {
+        if self.done {
+            return None;
+        }
+        if let Some(e) = self.pending.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let item = self.iter.next()?;
+        let checked = item
+            .map_err(|e| storage("reading the event log", e))
+            .and_then(|(k, v)| {
+                let frame = self.check(&k, &v)?;
+                self.expected = frame.seq + 1;
+                self.prev_hash = frame.hash;
+                Ok(f(&frame, &v))
+            });
+        if checked.is_err() {
+            self.done = true;
+        }
+        Some(checked)
+    }
+
+    fn check<'v>(&self, k: &[u8], v: &'v [u8]) -> Result<codec::Frame<'v>, LogError> {
         let corrupt = |seq, reason: String| LogError::Corrupt { seq, reason };
-        let Some(seq) = key_seq(&k) else {
+        let Some(seq) = key_seq(k) else {
             return Err(corrupt(
                 self.expected,
                 format!(
@@ -352,9 +382,9 @@ impl ReadIter {
                 format!("record missing (the next stored record is sequence {seq})"),
             ));
         }
-        let d = codec::decode(&v).map_err(|r| corrupt(seq, r))?;
-        check_self(seq, &d).map_err(|r| corrupt(seq, r))?;
-        if d.prev_hash != self.prev_hash {
+        let frame = codec::parse(v).map_err(|r| corrupt(seq, r))?;
+        check_self(seq, &frame).map_err(|r| corrupt(seq, r))?;
+        if frame.prev_hash != self.prev_hash {
             return Err(corrupt(
                 seq,
                 format!(
@@ -363,8 +393,121 @@ impl ReadIter {
                 ),
             ));
         }
-        Ok(d.env)
+        Ok(frame)
     }
+}
+
+/// The checked reader behind `EventLog::read_from`.
+pub(crate) struct ReadIter(Checker);
+
+impl ReadIter {
+    pub fn new(events: &sled::Tree, from_seq: u64) -> ReadIter {
+        ReadIter(Checker::new(events, from_seq))
+    }
+}
+
+impl Iterator for ReadIter {
+    type Item = Result<Envelope, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next_with(|frame, _| frame.to_envelope())
+    }
+}
+
+/// A checked record from [`EventLog::read_batches`](super::EventLog::read_batches): its
+/// sequence, payload schema and payload. The payload is not copied out of the stored bytes.
+pub struct Record {
+    seq: u64,
+    schema: u16,
+    bytes: sled::IVec,
+    payload: std::ops::Range<usize>,
+}
+
+impl Record {
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    pub fn schema(&self) -> u16 {
+        self.schema
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes[self.payload.clone()]
+    }
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("seq", &self.seq)
+            .field("schema", &self.schema)
+            .field("payload_len", &self.payload.len())
+            .finish()
+    }
+}
+
+/// Records per batch handed from the reader thread to the caller.
+pub(crate) const BATCH_RECORDS: usize = 1024;
+/// Batches read ahead of the caller (bounds the memory the reader may run ahead by).
+const BATCHES_AHEAD: usize = 8;
+
+pub(crate) type BatchResult = Result<Vec<Record>, LogError>;
+
+/// Starts a thread that reads and checks records from `from_seq` on (as [`ReadIter`] does)
+/// and sends them in batches of [`BATCH_RECORDS`] over a bounded channel. The first bad
+/// record is sent as the last item, after the batch of the good records before it. The thread
+/// stops when the walk ends or the receiver is dropped.
+pub(crate) fn spawn_batches(
+    events: &sled::Tree,
+    from_seq: u64,
+) -> Result<
+    (
+        std::sync::mpsc::Receiver<BatchResult>,
+        std::thread::JoinHandle<()>,
+    ),
+    LogError,
+> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+    let events = events.clone();
+    let thread = std::thread::Builder::new()
+        .name("storch-log-read".into())
+        .spawn(move || {
+            let mut checker = Checker::new(&events, from_seq);
+            loop {
+                let mut batch = Vec::with_capacity(BATCH_RECORDS);
+                let mut failed = None;
+                while batch.len() < BATCH_RECORDS {
+                    let next = checker.next_with(|frame, bytes| Record {
+                        seq: frame.seq,
+                        schema: frame.schema,
+                        bytes: bytes.clone(),
+                        payload: frame.payload_at..frame.payload_at + frame.payload.len(),
+                    });
+                    match next {
+                        Some(Ok(record)) => batch.push(record),
+                        Some(Err(e)) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                let last = batch.len() < BATCH_RECORDS;
+                if !batch.is_empty() && tx.send(Ok(batch)).is_err() {
+                    return;
+                }
+                if let Some(e) = failed {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                if last {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| LogError::Storage(format!("cannot start the log reader thread: {e}")))?;
+    Ok((rx, thread))
 }
 
 /// The stored hash of record `seq` (checked on its own), `None` when neither it nor anything
@@ -376,9 +519,9 @@ fn previous_hash(events: &sled::Tree, seq: u64) -> Result<Option<[u8; 32]>, LogE
         .map_err(|e| storage("reading the event log", e))?
     {
         Some(v) => {
-            let d = codec::decode(&v).map_err(corrupt)?;
-            check_self(seq, &d).map_err(corrupt)?;
-            Ok(Some(d.env.hash))
+            let frame = codec::parse(&v).map_err(corrupt)?;
+            check_self(seq, &frame).map_err(corrupt)?;
+            Ok(Some(frame.hash))
         }
         None => {
             let later = events
@@ -389,32 +532,6 @@ fn previous_hash(events: &sled::Tree, seq: u64) -> Result<Option<[u8; 32]>, LogE
                     "record missing (the next stored record is sequence {next})"
                 ))),
                 None => Ok(None),
-            }
-        }
-    }
-}
-
-impl Iterator for ReadIter {
-    type Item = Result<Envelope, LogError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if let Some(e) = self.pending.take() {
-            self.done = true;
-            return Some(Err(e));
-        }
-        let item = self.iter.next()?;
-        match self.check(item) {
-            Ok(env) => {
-                self.expected = env.seq + 1;
-                self.prev_hash = env.hash;
-                Some(Ok(env))
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
             }
         }
     }

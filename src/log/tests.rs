@@ -422,6 +422,177 @@ async fn read_from_stops_at_the_first_bad_record() {
     assert!(matches!(items[0], Err(LogError::Corrupt { seq: 8, .. })));
 }
 
+/// Records as (seq, schema, payload).
+type Flat = Vec<(u64, u16, Vec<u8>)>;
+
+/// `read_batches` flattened; panics on an error.
+fn read_batched(log: &EventLog, from: u64) -> Flat {
+    read_batches_until_error(log, from).0
+}
+
+/// `read_batches` flattened, and the error that ended it, if any. Checks that nothing follows
+/// an error.
+fn read_batches_until_error(log: &EventLog, from: u64) -> (Flat, Option<LogError>) {
+    let mut records = Vec::new();
+    let mut batches = log.read_batches(from).unwrap();
+    for batch in batches.by_ref() {
+        match batch {
+            Ok(batch) => {
+                assert!(!batch.is_empty(), "an empty batch");
+                assert!(batch.len() <= store::BATCH_RECORDS);
+                records.extend(
+                    batch
+                        .iter()
+                        .map(|r| (r.seq(), r.schema(), r.payload().to_vec())),
+                );
+            }
+            Err(e) => {
+                assert!(batches.next().is_none(), "something after the error");
+                return (records, Some(e));
+            }
+        }
+    }
+    (records, None)
+}
+
+/// A log of `n` events appended in batches of 500 (several read batches' worth, quickly).
+async fn filled_in_batches(n: u64) -> (tempfile::TempDir, EventLog) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let appender = log.start_writer(Arc::new(NullSink));
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<NewEvent> = (i..n.min(i + 500))
+            .map(|j| ev("Thing", "thing/1", format!("payload {}", j + 1).as_bytes()))
+            .collect();
+        i += batch.len() as u64;
+        appender.append("req", batch).await.unwrap();
+    }
+    drop(appender);
+    log.shutdown().await.unwrap();
+    (dir, log)
+}
+
+#[tokio::test]
+async fn read_batches_yields_what_read_from_yields() {
+    let n = 2 * store::BATCH_RECORDS as u64 + 300;
+    let (_d, log) = filled_in_batches(n).await;
+    for from in [0, 1, 2, 1024, 1025, n, n + 1, n + 10] {
+        let expected: Vec<_> = read_all(&log, from)
+            .into_iter()
+            .map(|e| (e.seq, e.schema, e.payload))
+            .collect();
+        assert_eq!(read_batched(&log, from), expected, "from {from}");
+    }
+    assert_eq!(read_batched(&log, 1).len() as u64, n);
+    // Dropping the iterator part-way stops its reader thread (the drop joins it).
+    let mut batches = log.read_batches(1).unwrap();
+    assert!(batches.next().unwrap().is_ok());
+    drop(batches);
+}
+
+#[tokio::test]
+async fn read_batches_stops_at_the_first_bad_record_inside_a_batch() {
+    let n = 3 * store::BATCH_RECORDS as u64;
+    // A flipped payload byte, a record re-encoded under the wrong sequence, a gap, a record
+    // that does not link, each in the second batch: the good records before it come, then the
+    // error with its sequence, then nothing.
+    let bad = store::BATCH_RECORDS as u64 + 17;
+    type Damage = fn(&EventLog, u64);
+    let damages: [(Damage, &str); 4] = [
+        (
+            |log, seq| {
+                log.corrupt_for_tests(seq, |raw| {
+                    let at = raw.len() - 40;
+                    raw[at] ^= 0xff;
+                })
+            },
+            "hash does not match",
+        ),
+        (
+            |log, seq| rewrite(log, seq, |env, _| env.seq += 1),
+            "claims sequence",
+        ),
+        (
+            |log, seq| log.put_raw_for_tests(seq, None),
+            "record missing",
+        ),
+        (
+            |log, seq| rewrite(log, seq, |_, prev| prev[0] ^= 1),
+            "chain broken",
+        ),
+    ];
+    for (damage, reason) in damages {
+        let (_d, log) = filled_in_batches(n).await;
+        damage(&log, bad);
+        let (records, err) = read_batches_until_error(&log, 1);
+        assert_eq!(records.len() as u64, bad - 1, "{reason}");
+        assert!(records.iter().enumerate().all(|(i, r)| r.0 == i as u64 + 1));
+        match err {
+            Some(LogError::Corrupt { seq, reason: r }) => {
+                assert_eq!(seq, bad);
+                assert!(r.contains(reason), "{r:?} lacks {reason:?}");
+            }
+            other => panic!("expected Corrupt at {bad}, got {other:?}"),
+        }
+        // From anywhere, the batches end exactly where `read_from` ends (starting right after
+        // a record that fails on its own reports it at once: its hash is needed to link).
+        for from in [2, bad - 1, bad, bad + 1, bad + 2] {
+            let mut expected = Vec::new();
+            let mut expected_err = None;
+            for item in log.read_from(from) {
+                match item {
+                    Ok(e) => expected.push((e.seq, e.schema, e.payload)),
+                    Err(LogError::Corrupt { seq, .. }) => expected_err = Some(seq),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            let (records, err) = read_batches_until_error(&log, from);
+            assert_eq!(records, expected, "{reason}, from {from}");
+            let err = err.map(|e| match e {
+                LogError::Corrupt { seq, .. } => seq,
+                other => panic!("{other}"),
+            });
+            assert_eq!(err, expected_err, "{reason}, from {from}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn replay_refuses_a_bad_record_and_an_undecodable_payload_at_their_sequence() {
+    use crate::events::{Event, StorageClassEvent};
+    use crate::projections::{State, replay};
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let appender = log.start_writer(Arc::new(NullSink));
+    let events: Vec<NewEvent> = (0..10)
+        .map(|i| NewEvent::from(&Event::class(format!("c{i}"), StorageClassEvent::Deleted)))
+        .collect();
+    appender.append("req", events).await.unwrap();
+    drop(appender);
+    log.shutdown().await.unwrap();
+    assert_eq!(replay(&log, State::default()).unwrap().head, 10);
+
+    log.corrupt_for_tests(4, |raw| raw[40] ^= 0xff);
+    match replay(&log, State::default()) {
+        Err(LogError::Corrupt { seq: 4, .. }) => {}
+        other => panic!("expected Corrupt at 4, got {other:?}"),
+    }
+    // From a state past the bad record the tail still checks out.
+    let mut past = State::default();
+    past.head = 5;
+    assert_eq!(replay(&log, past).unwrap().head, 10);
+
+    // A record that checks out but whose payload is no event.
+    let (_d, log) = filled_in_batches(10).await;
+    match replay(&log, State::default()) {
+        Err(LogError::Corrupt { seq: 1, reason }) => {
+            assert!(reason.contains("payload"), "{reason}")
+        }
+        other => panic!("expected Corrupt at 1, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_corrupt_tail_refuses_appends_until_truncated() {
     let (dir, log) = filled(10).await;
@@ -669,6 +840,11 @@ proptest! {
                 prop_assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
             }
             prop_assert_eq!(log.verify().first_bad, None);
+            let batched = read_batched(&log, 1);
+            prop_assert_eq!(batched.len(), all.len());
+            for (r, env) in batched.iter().zip(&all) {
+                prop_assert_eq!(r, &(env.seq, env.schema, env.payload.clone()));
+            }
             Ok(())
         })?;
     }

@@ -12,6 +12,10 @@ use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig};
 
 mod config_codec;
+mod replay;
+mod state_codec;
+
+pub use replay::{replay, restore};
 
 /// A volume's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bincode::Encode, bincode::Decode)]
@@ -33,8 +37,9 @@ impl VolumeState {
     }
 }
 
+/// Its bincode (in a checkpoint) leaves `volumes` out: the state codec stores each backend's
+/// volume set after the volume table, as indices into it.
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
-#[bincode(decode_context = "Interned")]
 pub struct BackendRecord {
     pub driver: String,
     /// The config document without secrets (JSON text).
@@ -55,7 +60,7 @@ pub struct BackendRecord {
 /// kept in a compact encoding that skips empty fields and is decoded on demand
 /// ([`VolumeRecord::config`]); where it lives is an interned `PoolRef`; what only matters
 /// while a placement or a delete is under way, and snapshots, sit behind one optional box.
-#[derive(Debug, Clone, PartialEq, bincode::Encode)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VolumeRecord {
     /// The compact encoding (`config_codec`) of the config as requested, then completed
     /// (internal name, protocol, access info without secrets) when created.
@@ -168,47 +173,21 @@ impl VolumeRecord {
     }
 }
 
-/// Decoding re-interns placements through the decoder's context (see [`Interned`]).
-impl bincode::Decode<Interned> for VolumeRecord {
-    fn decode<D: bincode::de::Decoder<Context = Interned>>(
-        d: &mut D,
-    ) -> Result<Self, bincode::error::DecodeError> {
-        let config = Box::<[u8]>::decode(d)?;
-        let size_bytes = u64::decode(d)?;
-        let state = VolumeState::decode(d)?;
-        let orphaned = bool::decode(d)?;
-        let placed = Option::<PoolRef>::decode(d)?.map(|p| d.context().intern(p));
-        let extra = Option::<Box<VolumeExtra>>::decode(d)?;
-        Ok(VolumeRecord {
-            config,
-            size_bytes,
-            state,
-            orphaned,
-            placed,
-            extra,
-        })
-    }
-}
-
-bincode::impl_borrow_decode_with_context!(VolumeRecord, Interned);
-
 /// The shared `PoolRef`s volume records point at: one allocation per pool, not two strings
 /// per volume. A cache, not state: it is not encoded (decoding a state rebuilds it) and
-/// always compares equal. While a state is decoded it also holds the volume names the
-/// backends' sets decoded, so the volume map shares them.
+/// always compares equal.
 #[derive(Debug, Clone, Default)]
 pub struct Interned {
     pools: HashSet<Arc<PoolRef>>,
-    /// Only while decoding.
-    names: HashSet<Arc<str>>,
 }
 
 impl Interned {
-    fn intern(&mut self, pool: PoolRef) -> Arc<PoolRef> {
-        if let Some(p) = self.pools.get(&pool) {
+    /// The shared copy of `pool` (copied only the first time it is seen).
+    fn intern(&mut self, pool: &PoolRef) -> Arc<PoolRef> {
+        if let Some(p) = self.pools.get(pool) {
             return p.clone();
         }
-        let p = Arc::new(pool);
+        let p = Arc::new(pool.clone());
         self.pools.insert(p.clone());
         p
     }
@@ -217,15 +196,6 @@ impl Interned {
     fn prune(&mut self) {
         self.pools.retain(|p| Arc::strong_count(p) > 1);
     }
-
-    fn name(&mut self, name: String) -> Arc<str> {
-        if let Some(n) = self.names.get(name.as_str()) {
-            return n.clone();
-        }
-        let n: Arc<str> = name.into();
-        self.names.insert(n.clone());
-        n
-    }
 }
 
 impl PartialEq for Interned {
@@ -233,29 +203,6 @@ impl PartialEq for Interned {
         true
     }
 }
-
-impl bincode::Encode for Interned {
-    fn encode<E: bincode::enc::Encoder>(
-        &self,
-        _: &mut E,
-    ) -> Result<(), bincode::error::EncodeError> {
-        Ok(())
-    }
-}
-
-/// The last field of a `State`: by then the volumes have filled the decoder's context.
-impl bincode::Decode<Interned> for Interned {
-    fn decode<D: bincode::de::Decoder<Context = Interned>>(
-        d: &mut D,
-    ) -> Result<Self, bincode::error::DecodeError> {
-        Ok(Interned {
-            pools: std::mem::take(&mut d.context().pools),
-            names: HashSet::new(),
-        })
-    }
-}
-
-bincode::impl_borrow_decode_with_context!(Interned, Interned);
 
 /// A backend's volume names: the same `Arc<str>`s the volume map's keys are, so a name is
 /// stored once. Read it as `&str`s.
@@ -297,34 +244,26 @@ impl Serialize for VolumeNames {
     }
 }
 
+/// Encodes nothing: see [`BackendRecord`] (the state codec stores the set).
 impl bincode::Encode for VolumeNames {
     fn encode<E: bincode::enc::Encoder>(
         &self,
-        e: &mut E,
+        _: &mut E,
     ) -> Result<(), bincode::error::EncodeError> {
-        (self.0.len() as u64).encode(e)?;
-        for n in &self.0 {
-            n.as_ref().encode(e)?;
-        }
         Ok(())
     }
 }
 
-impl bincode::Decode<Interned> for VolumeNames {
-    fn decode<D: bincode::de::Decoder<Context = Interned>>(
-        d: &mut D,
+/// Decodes to an empty set, which the state codec then fills.
+impl<Context> bincode::Decode<Context> for VolumeNames {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(
+        _: &mut D,
     ) -> Result<Self, bincode::error::DecodeError> {
-        let len = u64::decode(d)?;
-        let mut names = BTreeSet::new();
-        for _ in 0..len {
-            let name = String::decode(d)?;
-            names.insert(d.context().name(name));
-        }
-        Ok(VolumeNames(names))
+        Ok(VolumeNames::default())
     }
 }
 
-bincode::impl_borrow_decode_with_context!(VolumeNames, Interned);
+bincode::impl_borrow_decode!(VolumeNames);
 
 /// Every volume by name. Each record is boxed, so the hash table's empty buckets cost 24
 /// bytes (the name and a pointer) rather than a whole record; each name is an `Arc<str>`
@@ -375,44 +314,6 @@ impl std::ops::Index<&str> for Volumes {
     }
 }
 
-impl bincode::Encode for Volumes {
-    fn encode<E: bincode::enc::Encoder>(
-        &self,
-        e: &mut E,
-    ) -> Result<(), bincode::error::EncodeError> {
-        (self.0.len() as u64).encode(e)?;
-        for (n, v) in &self.0 {
-            n.as_ref().encode(e)?;
-            v.encode(e)?;
-        }
-        Ok(())
-    }
-}
-
-/// Reuses the names the backends' sets decoded (they come first in a `State`).
-impl bincode::Decode<Interned> for Volumes {
-    fn decode<D: bincode::de::Decoder<Context = Interned>>(
-        d: &mut D,
-    ) -> Result<Self, bincode::error::DecodeError> {
-        let len = usize::try_from(u64::decode(d)?)
-            .map_err(|_| bincode::error::DecodeError::Other("too many volumes"))?;
-        d.claim_container_read::<(Arc<str>, Box<VolumeRecord>)>(len)?;
-        let mut map = HashMap::with_capacity(len);
-        for _ in 0..len {
-            let name = String::decode(d)?;
-            let name = match d.context().names.get(name.as_str()) {
-                Some(n) => n.clone(),
-                None => name.into(),
-            };
-            let record = VolumeRecord::decode(d)?;
-            map.insert(name, Box::new(record));
-        }
-        Ok(Volumes(map))
-    }
-}
-
-bincode::impl_borrow_decode_with_context!(Volumes, Interned);
-
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode)]
 pub struct SnapshotRecord {
     /// `None` while the snapshot is being made (intent recorded, outcome not yet).
@@ -421,8 +322,7 @@ pub struct SnapshotRecord {
 }
 
 /// Everything the log says, folded.
-#[derive(Debug, Clone, Default, PartialEq, bincode::Encode, bincode::Decode)]
-#[bincode(decode_context = "Interned")]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct State {
     /// The sequence of the last applied event.
     pub head: u64,
@@ -431,7 +331,6 @@ pub struct State {
     /// Classes managed by a declarative config file: name → file.
     pub declared_classes: BTreeMap<String, String>,
     pub volumes: Volumes,
-    /// Must stay the last field (its decoding takes what decoding `volumes` interned).
     interned: Interned,
 }
 
@@ -440,7 +339,9 @@ pub struct State {
 const STATE_MAGIC: u8 = 0xFF;
 /// 2: compact volume records (encoded config, interned placement, optional extras).
 /// 3: the config in `config_codec` (empty fields skipped), snapshots among the extras.
-const STATE_FORMAT: u8 = 3;
+/// 4: `state_codec`: the volume table in chunks decoded in parallel, placements as indices
+///    into a pool table, backends' volume sets as indices into the volume table.
+const STATE_FORMAT: u8 = 4;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -509,7 +410,7 @@ impl State {
                     for v in &b.volumes.0 {
                         if let Some(vol) = self.volumes.0.get_mut(&**v) {
                             let pool = vol.pool().to_string();
-                            vol.placed = Some(self.interned.intern(PoolRef::new(to, pool)));
+                            vol.placed = Some(self.interned.intern(&PoolRef::new(to, pool)));
                         }
                     }
                     self.backends.insert(to.clone(), b);
@@ -568,7 +469,7 @@ impl State {
                 ..
             } => {
                 vol.state = VolumeState::Online;
-                vol.placed = Some(self.interned.intern(pool.clone()));
+                vol.placed = Some(self.interned.intern(pool));
                 vol.update_config(|c| {
                     c.internal_name = internal_name.clone();
                     c.protocol = *protocol;
@@ -639,33 +540,18 @@ impl State {
         }
     }
 
-    /// Encodes the state for a checkpoint: the format, then the bincode of the state.
+    /// Encodes the state for a checkpoint: the format, then [`state_codec`]'s layout.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![STATE_MAGIC, STATE_FORMAT];
-        bincode::encode_into_std_write(self, &mut out, bincode::config::standard())
-            .expect("encoding to a Vec cannot fail");
+        state_codec::encode(self, &mut out);
         out
     }
 
-    /// Decodes what [`State::encode`] wrote; refuses another format (an older checkpoint: the
-    /// caller replays the whole log instead).
+    /// Decodes what [`State::encode`] wrote (the volume table on all cores); refuses another
+    /// format (an older checkpoint: the caller replays the whole log instead).
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
         match bytes {
-            [STATE_MAGIC, STATE_FORMAT, body @ ..] => {
-                let (state, used) = bincode::decode_from_slice_with_context(
-                    body,
-                    bincode::config::standard(),
-                    Interned::default(),
-                )
-                .map_err(|e| e.to_string())?;
-                if used != body.len() {
-                    return Err(format!(
-                        "{} bytes after the encoded state",
-                        body.len() - used
-                    ));
-                }
-                Ok(state)
-            }
+            [STATE_MAGIC, STATE_FORMAT, body @ ..] => state_codec::decode(body),
             [STATE_MAGIC, format, ..] => Err(format!(
                 "state format {format}, this build reads format {STATE_FORMAT}"
             )),
@@ -814,7 +700,6 @@ mod tests {
         let (a, b) = (&back.volumes["v1"].placed, &back.volumes["v2"].placed);
         assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
         assert_eq!(back.interned.pools.len(), 2);
-        assert!(back.interned.names.is_empty());
     }
 
     #[test]
@@ -938,13 +823,15 @@ mod tests {
         let mut bytes = state.encode();
         bytes[1] = STATE_FORMAT + 1;
         assert!(State::decode(&bytes).unwrap_err().contains("state format"));
-        // Format 2 (bincode-encoded configs, snapshots in the record) is refused as well.
-        bytes[1] = 2;
-        assert!(
-            State::decode(&bytes)
-                .unwrap_err()
-                .contains("state format 2")
-        );
+        // Formats 2 and 3 (one bincode stream, placements as strings) are refused as well.
+        for format in [2, 3] {
+            bytes[1] = format;
+            assert!(
+                State::decode(&bytes)
+                    .unwrap_err()
+                    .contains(&format!("state format {format}"))
+            );
+        }
         let mut bytes = state.encode();
         bytes.push(0);
         assert!(State::decode(&bytes).is_err());
