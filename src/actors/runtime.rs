@@ -208,7 +208,13 @@ async fn boot(shared: Arc<Shared>) {
             })
             .map(|(n, _)| n.to_string())
             .collect();
-        (state.classes.clone(), state.backends.clone(), pending)
+        // A backend's config and secrets only: not its (possibly million-name) volume set.
+        let backends: Vec<_> = state
+            .backends
+            .iter()
+            .map(|(name, b)| (name.clone(), b.config.clone(), b.secrets.clone()))
+            .collect();
+        (state.classes.clone(), backends, pending)
     });
     let appender = log.start_writer_with(commit_sink(&shared), replicator);
     *write(&shared.appender) = Some(appender);
@@ -221,11 +227,11 @@ async fn boot(shared: Arc<Shared>) {
             }
         }
     }
-    for (name, rec) in backends {
-        let mut source = serde_json::from_str::<serde_json::Value>(&rec.config)
+    for (name, config, secrets) in backends {
+        let mut source = serde_json::from_str::<serde_json::Value>(&config)
             .map(DriverSource::Build)
             .unwrap_or_else(|e| DriverSource::Broken(format!("recorded config is not JSON: {e}")));
-        if let (DriverSource::Build(doc), Some(sealed)) = (&mut source, &rec.secrets) {
+        if let (DriverSource::Build(doc), Some(sealed)) = (&mut source, &secrets) {
             match shared.secrets.unseal(sealed) {
                 Ok(secrets) => crate::secrets::merge(doc, &secrets),
                 Err(e) => source = DriverSource::Broken(e.to_string()),
