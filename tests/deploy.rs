@@ -912,6 +912,15 @@ fn service_of(objects: &[Object]) -> &core::ServiceSpec {
     )
 }
 
+/// The Secrets a pod mounts.
+fn secret_volumes(pod: &core::PodSpec) -> BTreeSet<&str> {
+    pod.volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
+        .collect()
+}
+
 fn pvc_of(objects: &[Object]) -> &core::PersistentVolumeClaimSpec {
     one!(objects, PersistentVolumeClaim, "PVC")
         .spec
@@ -945,12 +954,7 @@ fn plain_manifests_parse_and_make_a_safe_install() {
     );
     // The Secrets are created by hand, never shipped.
     let pod = install.pod();
-    let secrets: BTreeSet<&str> = pod
-        .volumes
-        .iter()
-        .flatten()
-        .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
-        .collect();
+    let secrets = secret_volumes(pod);
     assert_eq!(secrets, BTreeSet::from(["storch-tls", "storch-token"]));
     assert_eq!(
         flag_value(&install.args, "--tls-cert"),
@@ -1512,13 +1516,7 @@ fn helm_chart_with_etcd_endpoints_takes_its_values() {
         affinity.node_affinity.is_some() && affinity.pod_anti_affinity.is_none(),
         "the given affinity replaces the default spread"
     );
-    let secrets: BTreeSet<&str> = install
-        .pod()
-        .volumes
-        .iter()
-        .flatten()
-        .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
-        .collect();
+    let secrets = secret_volumes(install.pod());
     assert_eq!(
         secrets,
         BTreeSet::from(["storch-tls", "storch-token", "my-key"])
@@ -1653,12 +1651,7 @@ fn helm_chart_values_reach_the_objects() {
             .unwrap(),
         &["amd64", "arm64"]
     );
-    let secrets: BTreeSet<&str> = pod
-        .volumes
-        .iter()
-        .flatten()
-        .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
-        .collect();
+    let secrets = secret_volumes(pod);
     assert_eq!(secrets, BTreeSet::from(["my-tls", "my-token"]));
 
     let pvc = pvc_of(&objects);
