@@ -342,7 +342,7 @@ async fn generate_fixture_0001() {
     let mut state = State::default();
     for env in log.read_from(1) {
         let env = env.unwrap();
-        let raw = log.raw_for_tests(env.seq).unwrap();
+        let raw = log.raw_frame(env.seq).unwrap();
         frames.extend_from_slice(&env.seq.to_be_bytes());
         frames.extend_from_slice(&(raw.len() as u32).to_be_bytes());
         frames.extend_from_slice(&raw);

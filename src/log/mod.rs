@@ -391,7 +391,7 @@ impl EventLog {
     #[doc(hidden)]
     pub fn corrupt_for_tests(&self, seq: u64, f: impl FnOnce(&mut Vec<u8>)) {
         let mut raw = self
-            .raw_for_tests(seq)
+            .raw_frame(seq)
             .unwrap_or_else(|| panic!("no record at sequence {seq}"));
         f(&mut raw);
         self.put_raw_for_tests(seq, Some(raw));
@@ -405,12 +405,6 @@ impl EventLog {
             .ok()
             .flatten()
             .map(|v| v.to_vec())
-    }
-
-    /// Test support: the raw stored bytes of record `seq`.
-    #[doc(hidden)]
-    pub fn raw_for_tests(&self, seq: u64) -> Option<Vec<u8>> {
-        self.raw_frame(seq)
     }
 
     /// Test support: stores (or with `None` deletes) raw bytes under sequence `seq`.

@@ -351,7 +351,7 @@ async fn verify_reports_the_first_bad_sequence() {
 
     // A duplicated record.
     let (_d, log) = filled(10).await;
-    let five = log.raw_for_tests(5).unwrap();
+    let five = log.raw_frame(5).unwrap();
     log.put_raw_for_tests(6, Some(five));
     assert_corrupt_at(&log, 6, "claims sequence 5");
 
@@ -367,7 +367,7 @@ async fn verify_reports_the_first_bad_sequence() {
 
     // A stray record after a gap at the end.
     let (_d, log) = filled(10).await;
-    let ten = log.raw_for_tests(10).unwrap();
+    let ten = log.raw_frame(10).unwrap();
     log.put_raw_for_tests(12, Some(ten));
     assert_corrupt_at(&log, 11, "missing");
     assert_eq!(log.verify().head_seq, 12);
@@ -376,7 +376,7 @@ async fn verify_reports_the_first_bad_sequence() {
 #[tokio::test]
 async fn a_tail_truncated_at_every_byte_is_detected() {
     let (_d, log) = filled(10).await;
-    let original = log.raw_for_tests(10).unwrap();
+    let original = log.raw_frame(10).unwrap();
     for cut in 0..original.len() {
         log.put_raw_for_tests(10, Some(original[..cut].to_vec()));
         assert_corrupt_at(&log, 10, "");
