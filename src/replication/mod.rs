@@ -106,17 +106,11 @@ pub struct Pull {
     pub local_ahead: bool,
 }
 
-/// The frame of record `seq` in a chunk value, if it is there.
-fn value_frame(value: &[u8], seq: u64) -> Option<&[u8]> {
-    unpack(value)
-        .ok()?
-        .into_iter()
-        .find(|f| frame_seq(f) == Some(seq))
-}
-
 /// The keys of one storch cluster.
 #[derive(Debug, Clone)]
 struct Keys {
+    /// Every key of the cluster starts with this.
+    all: Vec<u8>,
     leader: Vec<u8>,
     log: Vec<u8>,
 }
@@ -125,6 +119,7 @@ impl Keys {
     fn new(prefix: &str) -> Keys {
         let p = prefix.trim_end_matches('/');
         Keys {
+            all: format!("{p}/").into_bytes(),
             leader: format!("{p}/leader").into_bytes(),
             log: format!("{p}/log/").into_bytes(),
         }
@@ -212,6 +207,8 @@ pub struct Node {
     leadership: Mutex<Option<Leadership>>,
     /// Highest local sequence known to match etcd.
     verified: Mutex<u64>,
+    /// The newest etcd revision a pull read at.
+    seen: Mutex<i64>,
     lost: watch::Sender<Option<String>>,
     stopped: std::sync::atomic::AtomicBool,
 }
@@ -228,6 +225,7 @@ impl Node {
             lease: Mutex::new(None),
             leadership: Mutex::new(None),
             verified: Mutex::new(0),
+            seen: Mutex::new(0),
             lost: watch::channel(None).0,
             stopped: std::sync::atomic::AtomicBool::new(false),
         }))
@@ -431,9 +429,9 @@ impl Node {
                     let frames = self.frames_of(&key, &value)?;
                     let mut fresh = Vec::new();
                     let mut matched = false;
-                    let mut last = 0;
+                    let mut last: (u64, &[u8]) = (0, &[]);
                     for (seq, f) in frames {
-                        last = seq;
+                        last = (seq, f);
                         if seq == head {
                             if log.raw_frame(seq).as_deref() != Some(f) {
                                 return Err(self.diverged(log, head).await?);
@@ -445,7 +443,7 @@ impl Node {
                     }
                     if !matched {
                         // etcd ends at `last` < head: we are ahead if we agree there.
-                        if log.raw_frame(last).as_deref() != value_frame(&value, last) {
+                        if log.raw_frame(last.0).as_deref() != Some(last.1) {
                             return Err(self.diverged(log, head).await?);
                         }
                         out.local_ahead = true;
@@ -475,8 +473,15 @@ impl Node {
                 .extend(self.append(log, &frames, &kv.key).await?);
         }
         out.more = r.more;
+        self.saw(r.revision);
         *self.verified.lock().unwrap_or_else(|e| e.into_inner()) = log.head().0;
         Ok(out)
+    }
+
+    /// Records the revision a pull read at, for [`Node::wait`].
+    fn saw(&self, revision: i64) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        *seen = (*seen).max(revision);
     }
 
     /// The chunk with the highest first sequence at or before `seq`.
@@ -485,6 +490,7 @@ impl Node {
             .etcd
             .range(&self.keys.log, &self.keys.chunk(seq + 1), 1, true)
             .await?;
+        self.saw(r.revision);
         Ok(r.kvs.into_iter().next().map(|kv| (kv.key, kv.value)))
     }
 
@@ -570,43 +576,36 @@ impl Node {
     /// As the new leader, after a [`Node::pull`] that reported `local_ahead`: writes to etcd
     /// what the local log holds beyond it.
     pub async fn upload(&self, log: &EventLog) -> Result<u64, ReplicationError> {
-        let mut uploaded = 0;
+        let first = self.etcd_head().await? + 1;
+        let mut next = first;
         loop {
-            let etcd_head = self.etcd_head().await?;
-            let frames = log.frames_from(etcd_head + 1, 1024)?;
+            let frames = log.frames_from(next, 1024)?;
             if frames.is_empty() {
                 *self.verified.lock().unwrap_or_else(|e| e.into_inner()) = log.head().0;
-                return Ok(uploaded);
+                return Ok(next - first);
             }
             let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-            self.replicate_frames(etcd_head + 1, &refs)
+            self.replicate_frames(next, &refs)
                 .await
                 .map_err(ReplicationError::Log)?;
-            uploaded += refs.len() as u64;
+            next += refs.len() as u64;
         }
     }
 
     /// Deletes every key of this storch cluster from etcd (benchmarks clean up with it).
     pub async fn remove_all(&self) -> Result<i64, EtcdError> {
-        let prefix = &self.keys.leader[..self.keys.leader.len() - "leader".len()];
-        self.etcd.delete_range(prefix, &prefix_end(prefix)).await
+        let all = &self.keys.all;
+        self.etcd.delete_range(all, &prefix_end(all)).await
     }
 
-    /// Waits until something under the prefix changes after `revision` or `timeout` passes.
+    /// Waits until something under the prefix changes after the revision the last
+    /// [`Node::pull`] read at (so that nothing committed since is missed), or `timeout` passes.
     pub async fn wait(&self, timeout: Duration) {
-        let start = self.keys.leader.clone();
-        let prefix = &start[..start.len() - "leader".len()];
-        let revision = match self.etcd.range(&self.keys.leader, &[], 1, false).await {
-            Ok(r) => r.revision,
-            Err(_) => {
-                tokio::time::sleep(timeout.min(Duration::from_millis(500))).await;
-                return;
-            }
-        };
-        let end = prefix_end(prefix);
+        let seen = *self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let all = &self.keys.all;
         if self
             .etcd
-            .wait_for_change(prefix, &end, revision, timeout)
+            .wait_for_change(all, &prefix_end(all), seen, timeout)
             .await
             .is_err()
         {
