@@ -22,14 +22,13 @@ fn set_standby(shared: &Shared, leader: &str) {
     }
 }
 
-/// Cuts the local log back to the last record it shares with etcd and rebuilds the
-/// projection from it. The records removed were never acknowledged: an acknowledged record
-/// is in etcd.
-async fn resync(shared: &Shared, log: &Arc<EventLog>, keep: u64) -> bool {
-    let head = log.head().0;
+/// Cuts the local log back to `keep`, the last record it shares with etcd; once the
+/// projection holds the log (`replayed`), it is rebuilt too. The records removed were never
+/// acknowledged: an acknowledged record is in etcd.
+async fn cut_back(shared: &Shared, log: &Arc<EventLog>, keep: u64, replayed: bool) -> bool {
     tracing::warn!(
         keep,
-        head,
+        head = log.head().0,
         "the local event log holds records etcd does not (unacknowledged writes of an earlier \
          leadership); removing them"
     );
@@ -39,29 +38,15 @@ async fn resync(shared: &Shared, log: &Arc<EventLog>, keep: u64) -> bool {
         ));
         return false;
     }
+    if !replayed {
+        return true;
+    }
     match super::runtime::replay_log(shared, log).await {
         Some(state) => {
             shared.projection.replace(state);
             true
         }
         None => false,
-    }
-}
-
-/// Cuts the log back to `keep`; once the projection holds the log (`replayed`), it is
-/// rebuilt too.
-async fn cut_back(shared: &Shared, log: &Arc<EventLog>, keep: u64, replayed: bool) -> bool {
-    if replayed {
-        return resync(shared, log, keep).await;
-    }
-    match log.truncate_after(keep).await {
-        Ok(_) => true,
-        Err(e) => {
-            *write(&shared.readiness) = Readiness::Failed(format!(
-                "cannot cut the event log back to sequence {keep} to match etcd: {e}"
-            ));
-            false
-        }
     }
 }
 
