@@ -146,8 +146,7 @@ impl Ctx {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let n = failures.entry(key.to_string()).or_insert(0);
         *n = n.saturating_add(1);
-        let secs = 1u64 << (*n - 1).min(7);
-        Duration::from_secs(secs.min(120))
+        doubling(*n, 120)
     }
 
     fn succeeded(&self, key: &str) {
@@ -393,6 +392,11 @@ async fn run_controllers(
         claims::run(ctx.clone(), class_changes, until(quit.clone())),
         volumes::run(ctx.clone(), until(quit)),
     );
+}
+
+/// The delay after `failures` failures in a row: 1 s, doubling, at most `cap_secs`.
+fn doubling(failures: u32, cap_secs: u64) -> Duration {
+    Duration::from_secs((1u64 << failures.saturating_sub(1).min(16)).min(cap_secs))
 }
 
 /// Whether a kube error is the API's "not found".

@@ -46,7 +46,7 @@ impl Role {
 
 /// The delay before the next try after `failures` failures: 1 s doubling to 1 min.
 fn backoff(failures: u32) -> Duration {
-    Duration::from_secs((1u64 << failures.saturating_sub(1).min(6)).min(60))
+    super::doubling(failures, 60)
 }
 
 /// Keeps the label of pod `pod` (in the namespace of `pods`) on this replica's role until
