@@ -10,15 +10,12 @@
 //! - SIGKILL under load and restarts: afterwards the simulated array holds exactly the volumes
 //!   storch knows (no orphan), and every acknowledged volume exists.
 
-mod common;
-mod ontap_support;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Acked, Server, load};
-use ontap_support::*;
+use crate::support::ontap::*;
+use crate::support::{Acked, Server, load};
 use serde_json::{Value, json};
 use storch::sim::ontap::{FailRule, OntapSim, SimOptions};
 
@@ -290,7 +287,7 @@ async fn trident_backend_files_classes_and_fallthrough() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
-    let rounds = common::rounds("STORCH_ONTAP_CRASH_ROUNDS", 5);
+    let rounds = crate::support::rounds("STORCH_ONTAP_CRASH_ROUNDS", 5);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let state = tmp.path().join("array.json");

@@ -3,11 +3,9 @@
 //! backend names), what lands on the array for each variant, clones, fault injection, TLS, and
 //! the simulator's state file and binary.
 
-mod ontap_support;
-
 use std::collections::BTreeMap;
 
-use ontap_support::*;
+use crate::support::ontap::*;
 use serde_json::{Value, json};
 use storch::drivers::{CloneRequest, CreateRequest, DriverError, StorageDriver};
 use storch::model::{Offer, Request, VolumeConfig};

@@ -1,9 +1,7 @@
 //! Every ONTAP driver passes the shared driver conformance suite against the in-process ZAPI
 //! simulator (over TLS, with small iterator pages so that paging is exercised).
 
-mod ontap_support;
-
-use ontap_support::*;
+use crate::support::ontap::*;
 use serde_json::json;
 use storch::drivers::StorageDriver;
 use storch::drivers::conformance::{self, ConformanceOptions, Support};

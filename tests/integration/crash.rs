@@ -3,18 +3,16 @@
 //! exists exactly once in storch and on the array, the array holds nothing storch does not
 //! know, and the hash chain verifies. `STORCH_CRASH_ROUNDS` sets the rounds (default 20).
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_and_leaks_nothing() {
-    let rounds = common::rounds("STORCH_CRASH_ROUNDS", 20);
+    let rounds = crate::support::rounds("STORCH_CRASH_ROUNDS", 20);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let array = tmp.path().join("array.json");

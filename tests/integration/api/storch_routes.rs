@@ -1,19 +1,16 @@
 //! storch's own REST routes on a real socket: snapshots, resize, clones from snapshots,
 //! placement explanations and the OpenAPI document, each in success and in error.
 
-mod common;
-mod server_support;
-
+use crate::support::http::*;
 use serde_json::{Value, json};
-use server_support::*;
 
 /// A backend `lab` with `p1` (SSD, snapshots) and `p2` (HDD, no snapshots); classes `fast`
 /// (→ p1) and `slow` (→ p2).
 async fn lab(client: &reqwest::Client, s: &TestServer) {
-    let backend = common::fake_backend(
+    let backend = crate::support::fake_backend(
         "lab",
         "file",
-        &[("p1", common::ssd()), ("p2", common::hdd())],
+        &[("p1", crate::support::ssd()), ("p2", crate::support::hdd())],
     );
     let r = post(client, &s.url("/trident/v1/backend"), backend).await;
     assert_eq!(r.status, 201, "{}", r.json);

@@ -2,8 +2,6 @@
 //! replayed here through the current decoder (and its upcasters) and must give the recorded
 //! state. A fixture is written once by the `#[ignore]`d generator and never changed after.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -90,7 +88,7 @@ fn every_frozen_log_replays_to_its_recorded_state() {
 async fn the_core_boots_on_the_schema_1_log() {
     let data = tempfile::tempdir().unwrap();
     load_fixture(&fixtures().join("0001"), data.path());
-    let rt = common::start(data.path()).await;
+    let rt = crate::support::start(data.path()).await;
     let core = rt.core();
     assert_eq!(core.list_storage_classes().unwrap(), vec!["gold"]);
     let v = core.get_volume("vol-a").unwrap();
@@ -100,7 +98,7 @@ async fn the_core_boots_on_the_schema_1_log() {
 }
 
 /// Writes `migrations/fixtures/0001`. Run once with
-/// `cargo test --test migrations generate_fixture_0001 -- --ignored`; never regenerate a
+/// `cargo test --test integration migrations::generate_fixture_0001 -- --ignored`; never regenerate a
 /// committed fixture (that would defeat its purpose).
 #[tokio::test]
 #[ignore]

@@ -1,7 +1,6 @@
 //! Helpers for the `server_*` tests: the REST server in-process on 127.0.0.1:0 (plain or TLS,
 //! with or without a token), a small HTTPS client that trusts a test certificate, and
 //! self-signed certificates made with rcgen.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,7 +10,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::Value;
-use storch::actors::{Core, CoreRuntime};
+use storch::actors::CoreRuntime;
 use storch::api::{AuthToken, RouterOptions, ServeOptions};
 
 /// A token for tests (long enough to be accepted).
@@ -22,7 +21,6 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// `http://127.0.0.1:PORT` or `https://…`.
     pub url: String,
-    pub core: Core,
     runtime: Option<CoreRuntime>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -39,10 +37,9 @@ impl TestServer {
             "http"
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let core = runtime.core();
         let task = tokio::spawn(storch::api::serve_with(
             listener,
-            core.clone(),
+            runtime.core(),
             options,
             async move {
                 let _ = stop_rx.await;
@@ -51,7 +48,6 @@ impl TestServer {
         TestServer {
             addr,
             url: format!("{scheme}://{addr}"),
-            core,
             runtime: Some(runtime),
             stop: Some(stop_tx),
             task: Some(task),
@@ -60,7 +56,7 @@ impl TestServer {
 
     /// A ready core on `dir`, served over plain HTTP without a token.
     pub async fn plain(dir: &Path) -> TestServer {
-        let runtime = crate::common::start(dir).await;
+        let runtime = crate::support::start(dir).await;
         TestServer::start(runtime, ServeOptions::default()).await
     }
 

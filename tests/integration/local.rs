@@ -2,14 +2,12 @@
 //! driver, real directories and image files on disk, SIGHUP reconciliation, and a crash test
 //! after which the disk and the log agree.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use serde_json::{Value, json};
 
 fn write_config(path: &Path, pools: &Path, with_bulk_class: bool) {
@@ -235,7 +233,7 @@ fn on_disk(pools: &Path) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_with_the_local_driver_leaves_disk_and_log_in_agreement() {
-    let rounds = common::rounds("STORCH_CRASH_ROUNDS", 20).min(20);
+    let rounds = crate::support::rounds("STORCH_CRASH_ROUNDS", 20).min(20);
     let tmp = tempfile::tempdir().unwrap();
     let pools = tmp.path().join("pools");
     let config = tmp.path().join("storch.yaml");

@@ -2,14 +2,11 @@
 //! middle of provisioning and restarted (as a new pod, so after the old Lease expires), and a
 //! killed leader replaced by its standby.
 
-mod common;
-mod k8s_support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::*;
-use k8s_support::FakeKube;
+use crate::support::fake_kube::FakeKube;
+use crate::support::*;
 use rand::RngExt;
 use serde_json::{Value, json};
 
@@ -94,7 +91,7 @@ async fn storch_volumes(client: &reqwest::Client, server: &Server) -> Vec<String
 }
 
 fn volume_name(kube: &FakeKube, name: &str) -> String {
-    k8s_support::claim_volume_name(kube, "default", name)
+    crate::support::fake_kube::claim_volume_name(kube, "default", name)
 }
 
 fn bound(kube: &FakeKube, name: &str) -> bool {
@@ -111,7 +108,7 @@ async fn sigkill_in_the_middle_of_provisioning_neither_loses_nor_doubles_a_claim
     let data = tmp.path().join("data");
     let client = storch::api::tls::client();
     kube.put("storageclasses", storage_class());
-    let rounds = common::rounds("STORCH_K8S_CRASH_ROUNDS", 3);
+    let rounds = crate::support::rounds("STORCH_K8S_CRASH_ROUNDS", 3);
     let mut claims = Vec::new();
     for round in 0..rounds {
         // A new pod each time: it must wait for the old pod's Lease to expire.

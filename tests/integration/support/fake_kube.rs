@@ -6,11 +6,9 @@
 //! a compactable watch history (410 Expired), and an emulation of kube-controller-manager's
 //! PV binder. Tests steer it with [`FakeKube::fail`], [`FakeKube::compact`],
 //! [`FakeKube::close_watches`] and friends, and read its state directly.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -127,20 +125,11 @@ fn resource_index(name: &str) -> usize {
 #[derive(Debug, Clone)]
 pub struct Request {
     pub method: String,
-    pub path: String,
-    /// The raw query string, `""` when none.
-    pub query: String,
     /// The resource's id (see [`RESOURCES`]) when the path named one.
     pub resource: Option<String>,
-    pub namespace: Option<String>,
     pub name: Option<String>,
     /// A list or watch of a collection with `watch=true`.
     pub watch: bool,
-    pub user_agent: Option<String>,
-    /// The `x-test-client` header, for tests that label their clients.
-    pub client: Option<String>,
-    /// The request body as JSON, when it was.
-    pub body: Option<Value>,
     pub status: u16,
 }
 
@@ -217,7 +206,6 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub struct FakeKube {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
-    pub addr: SocketAddr,
     shared: Shared,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -268,7 +256,6 @@ impl FakeKube {
         });
         FakeKube {
             url: format!("http://{addr}"),
-            addr,
             shared,
             stop: Some(stop),
             task: Some(task),
@@ -1522,8 +1509,6 @@ async fn handle(shared: Shared, req: hyper::Request<Incoming>) -> hyper::Respons
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    let user_agent = header("user-agent");
-    let client = header("x-test-client");
     let content_type = header("content-type").unwrap_or_default();
     let body = match req.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -1536,15 +1521,9 @@ async fn handle(shared: Shared, req: hyper::Request<Incoming>) -> hyper::Respons
         && matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
     let mut record = Request {
         method: method.clone(),
-        path: path.clone(),
-        query,
         resource: target.as_ref().map(|t| RESOURCES[t.res].id()),
-        namespace: target.as_ref().and_then(|t| t.namespace.clone()),
         name: target.as_ref().and_then(|t| t.name.clone()),
         watch,
-        user_agent,
-        client,
-        body: serde_json::from_slice(&body).ok(),
         status: 0,
     };
     let response = respond(

@@ -18,8 +18,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-mod common;
-
 // ---------------------------------------------------------------------------------------------
 // Loading and strict typing
 
@@ -216,7 +214,7 @@ fn check_binary_accepts(args: &[String], what: &str) {
     let etcd = flag_value(args, "--etcd-endpoints").map(|_| {
         tokio::runtime::Runtime::new()
             .unwrap()
-            .block_on(common::etcd::Etcd::start())
+            .block_on(crate::support::etcd::Etcd::start())
     });
     let dir = tempfile::tempdir().unwrap();
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
@@ -2626,7 +2624,7 @@ mod gotmpl {
 }
 
 #[test]
-#[ignore = "prints the rendered chart: cargo test --test deploy -- --ignored --nocapture"]
+#[ignore = "prints the rendered chart: cargo test --test integration deploy:: -- --ignored --nocapture"]
 fn print_rendered_chart() {
     for (name, text) in render(json!({})).unwrap() {
         println!("# ---- {name}\n{text}");

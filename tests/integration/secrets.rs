@@ -2,11 +2,9 @@
 //! debug level), not in any file of the data dir (event log, checkpoints), not in any API
 //! response — and the backend must still work after a restart (the secret is sealed, not lost).
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::support::*;
 use serde_json::json;
 
 const CANARY: &str = "CANARY-pw-7f3a91c2";

@@ -1,22 +1,19 @@
 //! Securing the API: TLS and a bearer token in-process, and the real `storch serve` binary
 //! refusing (or, with `--insecure-listen`, accepting) a non-loopback address without them.
 
-mod common;
-mod server_support;
-
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::http::*;
 use serde_json::json;
-use server_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_token_accepted_missing_or_wrong_token_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cert = make_cert(dir.path());
-    let rt = common::start(&dir.path().join("data")).await;
+    let rt = crate::support::start(&dir.path().join("data")).await;
     let s = TestServer::start(rt, secured(Some(&cert))).await;
     assert!(s.url.starts_with("https://127.0.0.1:"), "{}", s.url);
     let ca = cert.cert_pem.as_str();
@@ -26,7 +23,8 @@ async fn tls_and_token_accepted_missing_or_wrong_token_refused() {
         .unwrap();
     assert_eq!(r.status, 200, "{:?}", r);
     assert_eq!(r.json["version"], "18.07.0");
-    let backend = common::fake_backend("lab", "file", &[("p1", common::ssd())]).to_string();
+    let backend =
+        crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]).to_string();
     let r = https(
         s.addr,
         ca,
@@ -87,7 +85,7 @@ async fn tls_and_token_accepted_missing_or_wrong_token_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_also_works_without_tls_on_loopback() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = common::start(&dir.path().join("data")).await;
+    let rt = crate::support::start(&dir.path().join("data")).await;
     let s = TestServer::start(rt, secured(None)).await;
     let c = storch::api::tls::client();
     let r = c.get(s.url("/trident/v1/backend")).send().await.unwrap();
@@ -351,7 +349,7 @@ async fn slow_headers_and_stalled_handshakes_are_cut_off() {
     use tokio::io::AsyncWriteExt;
 
     let dir = tempfile::tempdir().unwrap();
-    let rt = common::start(&dir.path().join("data")).await;
+    let rt = crate::support::start(&dir.path().join("data")).await;
     let options = storch::api::ServeOptions {
         header_read_timeout: Duration::from_millis(300),
         ..storch::api::ServeOptions::default()
@@ -381,7 +379,7 @@ async fn slow_headers_and_stalled_handshakes_are_cut_off() {
 
     // A TLS client that never says hello.
     let cert = make_cert(dir.path());
-    let rt = common::start(&dir.path().join("data2")).await;
+    let rt = crate::support::start(&dir.path().join("data2")).await;
     let mut options = secured(Some(&cert));
     options.tls_handshake_timeout = Duration::from_millis(300);
     let s = TestServer::start(rt, options).await;

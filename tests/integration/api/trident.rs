@@ -6,12 +6,10 @@
 //! Every refused request goes through [`Api::refused`], which also checks that nothing changed
 //! (every list, and every listed object).
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};

@@ -1,7 +1,9 @@
 //! Shared helpers for the integration tests.
-#![allow(dead_code)]
 
 pub mod etcd;
+pub mod fake_kube;
+pub mod http;
+pub mod ontap;
 
 use std::path::Path;
 use std::time::Duration;

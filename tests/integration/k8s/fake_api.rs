@@ -1,16 +1,14 @@
-//! The fake Kubernetes API server (tests/k8s_support) against a real `kube::Client`: the verbs
+//! The fake Kubernetes API server (`support::fake_kube`) against a real `kube::Client`: the verbs
 //! with their apiserver semantics, watch and kube-runtime's watcher (including recovery from a
 //! compacted history), fault injection, the PV binder emulation and the kubeconfig file.
 
-mod k8s_support;
-
 use std::time::Duration;
 
+use crate::support::fake_kube::FakeKube;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_support::FakeKube;
 use kube::Api;
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,

@@ -4,17 +4,14 @@
 //! cut back when it rejoins, and an etcd restart loses nothing that was acknowledged.
 //! `STORCH_ETCD_CRASH_ROUNDS` sets the takeover rounds (default 4).
 
-mod common;
-mod k8s_support;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::etcd::Etcd;
-use common::*;
-use k8s_support::FakeKube;
+use crate::support::etcd::Etcd;
+use crate::support::fake_kube::FakeKube;
+use crate::support::*;
 use serde_json::{Value, json};
 use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
 use storch::k8s::{Frontend, KubeOptions, KubeSource};
@@ -85,7 +82,7 @@ async fn volume_names(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowledged_write() {
-    let rounds = common::rounds("STORCH_ETCD_CRASH_ROUNDS", 4);
+    let rounds = crate::support::rounds("STORCH_ETCD_CRASH_ROUNDS", 4);
     let etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let key = shared_key(tmp.path());

@@ -2,13 +2,10 @@
 //! NDJSON follow streams (events committed after the stream opened arrive; the stream ends
 //! with `limit` and when the server stops, without holding the shutdown up).
 
-mod common;
-mod server_support;
-
 use std::time::Duration;
 
+use crate::support::http::*;
 use serde_json::{Value, json};
-use server_support::*;
 
 /// Reads NDJSON lines from a streaming response.
 struct Lines {
@@ -50,7 +47,7 @@ async fn follow(client: &reqwest::Client, url: &str) -> Lines {
 }
 
 async fn setup(c: &reqwest::Client, s: &TestServer) {
-    let mut backend = common::fake_backend("lab", "file", &[("p1", common::ssd())]);
+    let mut backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
     backend["password"] = json!("canary-pw-5150");
     assert_eq!(
         post(c, &s.url("/trident/v1/backend"), backend).await.status,

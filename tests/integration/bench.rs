@@ -1,9 +1,6 @@
 //! Smoke tests of `storch bench`: every mode runs on a tiny size and reports sane numbers.
 //! Correctness only — no timing assertions.
 
-mod common;
-mod ontap_support;
-
 use storch::bench::{Mix, ProvisionOptions, ReplayOptions, run_provision, run_replay};
 use storch::log::Durability;
 
@@ -171,7 +168,8 @@ fn the_bench_command_prints_json_and_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provision_against_the_ontap_simulator() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = ontap_support::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
+    let sim =
+        crate::support::ontap::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
     let target: storch::bench::ArrayTarget =
         format!("ontap={}", sim.management_lif()).parse().unwrap();
     let opts = ProvisionOptions {
@@ -205,7 +203,8 @@ async fn provision_against_the_ontap_simulator() {
     assert_eq!((r.operations, r.failed), (20, 0));
     assert_eq!(sim.calls("volume-create"), 40);
     // Several arrays: the backends are spread over them.
-    let other = ontap_support::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
+    let other =
+        crate::support::ontap::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
     let both = ProvisionOptions {
         volumes: 20,
         clients: 4,
@@ -239,7 +238,7 @@ async fn provision_against_the_ontap_simulator() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_etcd_baseline_runs_against_a_real_etcd() {
-    let etcd = common::etcd::Etcd::start().await;
+    let etcd = crate::support::etcd::Etcd::start().await;
     let opts = ProvisionOptions {
         volumes: 30,
         clients: 4,

@@ -2,11 +2,9 @@
 //! naive fold of the commands' outcomes; after a restart (checkpoint + tail) it is the same;
 //! and two full replays of the log agree with each other and with the checkpointed state.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::*;
+use crate::support::*;
 use proptest::prelude::*;
 use serde_json::json;
 use storch::actors::{Core, RequestCtx};

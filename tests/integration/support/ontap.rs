@@ -1,6 +1,5 @@
 //! Shared helpers for the ONTAP tests: an in-process simulator over TLS and backend configs
 //! pointed at it.
-#![allow(dead_code)]
 
 use serde_json::{Value, json};
 use storch::drivers::ontap::OntapDriver;

@@ -1,8 +1,6 @@
 //! In-process tests of the core with the fake driver and a temporary data dir.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use storch::actors::{BackendState, CoreError, RequestCtx, VolumeState};
 use storch::model::{StorageClassConfig, VolumeConfig};

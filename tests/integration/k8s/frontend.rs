@@ -1,19 +1,15 @@
-//! The Kubernetes frontend against the fake API server (tests/k8s_support): a core and the
+//! The Kubernetes frontend against the fake API server (`support::fake_kube`): a core and the
 //! frontend in this process, talking real HTTP to the fake, with the fake's PV binder playing
 //! kube-controller-manager. Trident's sample manifests, default classes, clones, every
 //! annotation, Retain and Delete, delete retries, watch restarts, Lease holders.
 
-mod common;
-mod k8s_support;
-mod ontap_support;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::support::fake_kube::FakeKube;
+use crate::support::*;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_support::FakeKube;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
@@ -135,7 +131,7 @@ impl Env {
 
     /// The storch name of a claim.
     fn volume_name(&self, ns: &str, name: &str) -> String {
-        k8s_support::claim_volume_name(&self.kube, ns, name)
+        crate::support::fake_kube::claim_volume_name(&self.kube, ns, name)
     }
 
     fn pv(&self, name: &str) -> Option<Value> {
@@ -229,8 +225,8 @@ fn class_yaml(name: &str, provisioner: &str, params: &str, extra_meta: &str) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trident_samples_become_bound_nfs_pvs_on_ontap() {
     let env = Env::start().await;
-    let sim = ontap_support::sim_in(env.dir.path(), Default::default()).await;
-    env.add_backend(ontap_support::backend(&sim, "ontap-nas", json!({})))
+    let sim = crate::support::ontap::sim_in(env.dir.path(), Default::default()).await;
+    env.add_backend(crate::support::ontap::backend(&sim, "ontap-nas", json!({})))
         .await;
     for f in ["storage-class-basic.yaml", "storage-class-gold.yaml"] {
         env.create_sample(f).await;
@@ -279,7 +275,7 @@ async fn trident_samples_become_bound_nfs_pvs_on_ontap() {
     // The FlexVol is on the array.
     let flexvol = &volume.config.internal_name;
     assert!(
-        ontap_support::array_volumes(&sim, "svm1").contains(flexvol),
+        crate::support::ontap::array_volumes(&sim, "svm1").contains(flexvol),
         "{flexvol} not on the array"
     );
 

@@ -1,14 +1,11 @@
 //! Probes and metrics on a real socket: `/livez`, `/readyz` (ready, replaying, boot failed),
 //! and `/metrics` values moving with operations.
 
-mod common;
-mod server_support;
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::http::*;
 use serde_json::json;
-use server_support::*;
 use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
 use storch::api::ServeOptions;
 use storch::log::{Durability, EventLog};
@@ -45,7 +42,7 @@ async fn metrics_move_with_operations() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
     let c = storch::api::tls::client();
-    let mut backend = common::fake_backend("lab", "file", &[("p1", common::ssd())]);
+    let mut backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
     backend["password"] = json!("canary-pw-9001");
     assert_eq!(
         post(&c, &s.url("/trident/v1/backend"), backend)
@@ -177,8 +174,8 @@ async fn metrics_move_with_operations() {
 /// A data dir whose log cannot be replayed: one backend, then the first record damaged (and
 /// the checkpoint dropped, so replay reads it).
 async fn corrupt_data_dir(dir: &Path) {
-    let rt = common::start(dir).await;
-    let doc = common::fake_backend("lab", "file", &[("p1", common::ssd())]);
+    let rt = crate::support::start(dir).await;
+    let doc = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
     rt.core()
         .add_backend(&RequestCtx::new("setup"), doc)
         .await
@@ -198,9 +195,11 @@ async fn readyz_is_503_with_the_reason_when_boot_failed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     corrupt_data_dir(&data).await;
-    let rt = CoreRuntime::start(common::opts(&data)).await.unwrap();
+    let rt = CoreRuntime::start(crate::support::opts(&data))
+        .await
+        .unwrap();
     let core = rt.core();
-    common::eventually("the boot to fail", || {
+    crate::support::eventually("the boot to fail", || {
         matches!(core.readiness(), Readiness::Failed(_))
     })
     .await;
@@ -242,13 +241,13 @@ async fn readyz_during_replay_of_a_large_log() {
     {
         let rt = CoreRuntime::start(CoreOptions {
             durability: Durability::Write,
-            ..common::opts(&data)
+            ..crate::support::opts(&data)
         })
         .await
         .unwrap();
-        common::wait_ready(&rt.core()).await;
+        crate::support::wait_ready(&rt.core()).await;
         let core = rt.core();
-        let doc = common::fake_backend("lab", "file", &[("p1", common::ssd())]);
+        let doc = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
         core.add_backend(&RequestCtx::new("setup"), doc)
             .await
             .unwrap();
@@ -280,7 +279,9 @@ async fn readyz_during_replay_of_a_large_log() {
         log.shutdown().await.unwrap();
     }
 
-    let rt = CoreRuntime::start(common::opts(&data)).await.unwrap();
+    let rt = CoreRuntime::start(crate::support::opts(&data))
+        .await
+        .unwrap();
     let s = TestServer::start(rt, ServeOptions::default()).await;
     let c = storch::api::tls::client();
     let mut replaying = 0;
