@@ -3,10 +3,12 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use crate::support;
 
 /// What a `storch` run printed and how it ended.
 #[derive(Debug)]
@@ -102,13 +104,13 @@ fn storch(args: &[&str], envs: &[(&str, &str)], stdin: Option<&str>) -> Out {
     }
 }
 
-/// A `storch serve` child on 127.0.0.1:0, stopped (SIGKILL) when dropped.
+/// A `storch serve` child ([`support::Server`]) and the flags every client call against it
+/// needs.
 struct Server {
-    child: Child,
+    serve: support::Server,
     /// `http://127.0.0.1:PORT` (or https).
     url: String,
     data_dir: PathBuf,
-    log_path: PathBuf,
     /// Flags every client call against this server needs (`--server`, TLS, token).
     client_flags: Vec<String>,
     _tmp: Option<tempfile::TempDir>,
@@ -124,36 +126,12 @@ impl Server {
     }
 
     fn start_on(data_dir: &Path, extra: &[&str]) -> Server {
-        let log_path = data_dir.with_extension(format!("{}.log", rand_suffix()));
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_storch"))
-            .args(["serve", "--port", "0", "--data-dir"])
-            .arg(data_dir)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("storch serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let Some(url) = line.trim().strip_prefix("storch listening on ") else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "unexpected first line {line:?}; log:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
-        };
-        let url = url.to_string();
+        let serve = support::Server::start_with(data_dir, extra, &[]);
         Server {
-            child,
-            client_flags: vec!["--server".into(), url.clone()],
-            url,
+            url: serve.url.clone(),
+            client_flags: vec!["--server".into(), serve.url.clone()],
+            serve,
             data_dir: data_dir.to_path_buf(),
-            log_path,
             _tmp: None,
         }
     }
@@ -169,9 +147,9 @@ impl Server {
         storch(&all, &[], stdin)
     }
 
-    /// Waits until the API answers (replay done).
+    /// Waits (at most 30 s) until the API answers through the client (replay done).
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let out = self.run(&["get", "backend"]);
             if out.code == 0 {
@@ -180,50 +158,16 @@ impl Server {
             assert!(
                 Instant::now() < deadline,
                 "server not ready: {out:#?}\nlog:\n{}",
-                self.log()
+                self.serve.log()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
-    }
-
     /// SIGTERM and wait for a clean exit (the log is closed then).
     fn stop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "storch exited with {status}");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        panic!("storch did not stop on SIGTERM; log:\n{}", self.log());
+        self.serve.stop();
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn rand_suffix() -> String {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
 }
 
 const BACKEND_YAML: &str = "\

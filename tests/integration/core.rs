@@ -58,7 +58,7 @@ async fn backends_classes_volumes_survive_restart() {
     };
     let rt = start(dir.path()).await;
     let core = rt.core();
-    eventually("backend online", || {
+    eventually("backend online", async || {
         core.get_backend("fast")
             .map(|b| b.state == BackendState::Online)
             .unwrap_or(false)
@@ -577,14 +577,14 @@ async fn a_backend_failing_at_boot_is_shown_failed_and_retried() {
     std::fs::remove_dir_all(&sub).unwrap();
     let rt = start(dir.path()).await;
     let core = rt.core();
-    eventually("flaky shown failed", || {
+    eventually("flaky shown failed", async || {
         matches!(
             core.get_backend("flaky").map(|b| b.state),
             Ok(BackendState::Failed(_))
         )
     })
     .await;
-    eventually("solid online", || {
+    eventually("solid online", async || {
         core.get_backend("solid")
             .map(|b| b.state == BackendState::Online)
             .unwrap_or(false)
@@ -600,7 +600,7 @@ async fn a_backend_failing_at_boot_is_shown_failed_and_retried() {
     }
     // the mount comes back: the backend recovers on its own
     std::fs::create_dir(&sub).unwrap();
-    eventually("flaky back online", || {
+    eventually("flaky back online", async || {
         core.get_backend("flaky")
             .map(|b| b.state == BackendState::Online)
             .unwrap_or(false)
@@ -805,7 +805,7 @@ async fn placement_prefers_the_backend_with_free_permits() {
                 .await
         })
     };
-    eventually("the slow create holding its permit", || {
+    eventually("the slow create holding its permit", async || {
         core.stats()
             .backends
             .iter()

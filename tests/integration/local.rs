@@ -37,16 +37,6 @@ async fn req(
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    for _ in 0..500 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_with_a_config_file_makes_real_volumes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -59,7 +49,7 @@ async fn serve_with_a_config_file_makes_real_volumes() {
     let c = storch::api::tls::client();
     let url = server.url.clone();
     use reqwest::Method as M;
-    wait_for("classes from the file", async || {
+    eventually("classes from the file", async || {
         req(&c, M::GET, format!("{url}/trident/v1/storageclass"), None)
             .await
             .1["storageClasses"]
@@ -158,7 +148,7 @@ async fn serve_with_a_config_file_makes_real_volumes() {
     // SIGHUP: the class removed from the file goes, volumes stay
     write_config(&config, &pools, false);
     server.signal("HUP");
-    wait_for("bulk class removed", async || {
+    eventually("bulk class removed", async || {
         req(&c, M::GET, format!("{url}/trident/v1/storageclass"), None)
             .await
             .1["storageClasses"]
@@ -196,20 +186,13 @@ async fn an_invalid_config_file_stops_start_up_naming_the_entry() {
         "storageClasses:\n  - {name: x, attributes: {media: 3}}\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_storch"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--config",
-            config.to_str().unwrap(),
-            "--data-dir",
-        ])
-        .arg(tmp.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (mut child, log) = crate::support::server::spawn(
+        &tmp.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    assert!(!crate::support::server::exit_status(&mut child).success());
+    let err = std::fs::read_to_string(&log).unwrap();
     assert!(
         err.contains("bad.yaml") && err.contains("storageClasses[0]"),
         "{err}"
@@ -273,7 +256,7 @@ async fn sigkill_with_the_local_driver_leaves_disk_and_log_in_agreement() {
     server.wait_ready(&client).await;
     let url = server.url.clone();
     let mut names: BTreeSet<String> = BTreeSet::new();
-    wait_for("every volume settled", async || {
+    eventually("every volume settled", async || {
         let (_, list) = req(
             &client,
             reqwest::Method::GET,

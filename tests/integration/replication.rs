@@ -309,7 +309,7 @@ async fn start_replicated(dir: &Path, node: Arc<Node>) -> CoreRuntime {
 }
 
 async fn wait_standby_of(rt: &CoreRuntime, leader: &str) {
-    wait_for(
+    wait_readiness(
         "a standby",
         rt,
         |r| matches!(r, Readiness::Standby { leader: l } if l == leader),
@@ -317,14 +317,9 @@ async fn wait_standby_of(rt: &CoreRuntime, leader: &str) {
     .await;
 }
 
-async fn wait_for(what: &str, rt: &CoreRuntime, f: impl Fn(&Readiness) -> bool) {
-    for _ in 0..1000 {
-        if f(&rt.core().readiness()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}: {:?}", rt.core().readiness());
+async fn wait_readiness(what: &str, rt: &CoreRuntime, f: impl Fn(&Readiness) -> bool) {
+    let core = rt.core();
+    eventually(what, async || f(&core.readiness())).await;
 }
 
 fn volume(name: &str) -> storch::model::VolumeConfig {
@@ -391,7 +386,7 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
         matches!(err, storch::actors::CoreError::Unavailable(_)),
         "{err:?}"
     );
-    wait_for(
+    wait_readiness(
         "a to give up",
         &a,
         |r| matches!(r, Readiness::Failed(why) if why.contains("lost the etcd leadership")),
@@ -410,7 +405,7 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
     // Restarted, a cuts that tail back, follows b and serves what b acknowledged.
     let a = start_replicated(&dir_a, node(&etcd, "a")).await;
     wait_standby_of(&a, "b").await;
-    eventually_async("a to see b's write", || async {
+    eventually("a to see b's write", async || {
         a.core().get_volume("after").is_ok()
     })
     .await;
@@ -441,20 +436,6 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
         la.read_from(1)
             .all(|e| e.unwrap().stream != "volume/fenced")
     );
-}
-
-async fn eventually_async<F, Fut>(what: &str, f: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..1000 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 fn base64_encode(bytes: &[u8]) -> String {
@@ -566,7 +547,7 @@ async fn a_standby_never_serves_records_etcd_does_not_hold() {
     let a = set_up_leader(&etcd, &dir_a).await;
     let b = start_replicated(&dir_b, node(&etcd, "b")).await;
     wait_standby_of(&b, "a").await;
-    eventually_async("b to follow", || async {
+    eventually("b to follow", async || {
         b.core().get_storage_class("any").is_ok()
     })
     .await;

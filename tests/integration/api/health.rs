@@ -199,7 +199,7 @@ async fn readyz_is_503_with_the_reason_when_boot_failed() {
         .await
         .unwrap();
     let core = rt.core();
-    crate::support::eventually("the boot to fail", || {
+    crate::support::eventually("the boot to fail", async || {
         matches!(core.readiness(), Readiness::Failed(_))
     })
     .await;
@@ -239,13 +239,11 @@ async fn readyz_during_replay_of_a_large_log() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     {
-        let rt = CoreRuntime::start(CoreOptions {
+        let rt = crate::support::start_with(CoreOptions {
             durability: Durability::Write,
             ..crate::support::opts(&data)
         })
-        .await
-        .unwrap();
-        crate::support::wait_ready(&rt.core()).await;
+        .await;
         let core = rt.core();
         let doc = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
         core.add_backend(&RequestCtx::new("setup"), doc)

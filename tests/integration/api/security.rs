@@ -1,12 +1,11 @@
 //! Securing the API: TLS and a bearer token in-process, and the real `storch serve` binary
 //! refusing (or, with `--insecure-listen`, accepting) a non-loopback address without them.
 
-use std::io::BufRead;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::Server;
 use crate::support::http::*;
+use crate::support::server::{exit_status, spawn};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,84 +103,12 @@ async fn a_token_also_works_without_tls_on_loopback() {
 // ---------------------------------------------------------------------------------------------
 // The binary
 
-/// `storch serve --port 0 --data-dir DIR ARGS…` with stdout piped and stderr to a file.
-fn spawn(data: &Path, args: &[&str]) -> (Child, std::path::PathBuf) {
-    let log = data.with_extension("log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_storch"));
-    child
-        .args(["serve", "--port", "0", "--data-dir"])
-        .arg(data)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap());
-    for var in [
-        "STORCH_ADDRESS",
-        "STORCH_INSECURE_LISTEN",
-        "STORCH_TLS_CERT",
-        "STORCH_TLS_KEY",
-        "STORCH_AUTH_TOKEN_FILE",
-    ] {
-        child.env_remove(var);
-    }
-    (child.spawn().expect("storch starts"), log)
-}
-
-/// The listening line, or the log if the process ended first.
-fn listening_line(child: &mut Child, log: &Path) -> String {
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        line.starts_with("storch listening on "),
-        "{line:?}; log:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
-    line.trim().to_string()
-}
-
-/// SIGTERM and wait for a clean exit (kill after 10 s).
-fn stop(child: &mut Child, log: &Path) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    for _ in 0..1000 {
-        if let Ok(Some(status)) = child.try_wait() {
-            assert!(
-                status.success(),
-                "exit {status}; log:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("storch did not stop on SIGTERM");
-}
-
-/// Waits (at most 10 s) for the process to end by itself.
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    for _ in 0..1000 {
-        if let Ok(Some(status)) = child.try_wait() {
-            return status;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("storch did not exit");
-}
-
 #[test]
 fn the_binary_refuses_a_non_loopback_address_without_tls_and_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (mut child, log) = spawn(&data, &["--address", "0.0.0.0"]);
-    let status = wait_exit(&mut child);
+    let (mut child, log) = spawn(&data, &["--address", "0.0.0.0"], &[]);
+    let status = exit_status(&mut child);
     assert_eq!(status.code(), Some(2), "{status}");
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("refusing to listen on 0.0.0.0"), "{err}");
@@ -204,8 +131,9 @@ fn the_binary_refuses_a_non_loopback_address_without_tls_and_a_token() {
             "--tls-key",
             cert.key_path.to_str().unwrap(),
         ],
+        &[],
     );
-    assert_eq!(wait_exit(&mut child).code(), Some(2));
+    assert_eq!(exit_status(&mut child).code(), Some(2));
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("missing: --auth-token-file"), "{err}");
 }
@@ -214,19 +142,19 @@ fn the_binary_refuses_a_non_loopback_address_without_tls_and_a_token() {
 async fn the_binary_accepts_a_non_loopback_address_with_insecure_listen() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (mut child, log) = spawn(&data, &["--address", "0.0.0.0", "--insecure-listen"]);
-    let line = listening_line(&mut child, &log);
-    let port = line
-        .strip_prefix("storch listening on http://0.0.0.0:")
-        .unwrap_or_else(|| panic!("{line}"));
+    let mut server = Server::start_with(&data, &["--address", "0.0.0.0", "--insecure-listen"], &[]);
+    let port = server
+        .url
+        .strip_prefix("http://0.0.0.0:")
+        .unwrap_or_else(|| panic!("{}", server.url));
     let r = storch::api::tls::client()
         .get(format!("http://127.0.0.1:{port}/livez"))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    stop(&mut child, &log);
-    let text = std::fs::read_to_string(&log).unwrap();
+    server.stop();
+    let text = server.log();
     assert!(text.contains("INSECURE"), "{text}");
     assert!(
         text.contains("without TLS and without a bearer token"),
@@ -246,7 +174,7 @@ async fn the_binary_serves_https_with_a_token() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let (mut child, log) = spawn(
+    let mut server = Server::start_with(
         &data,
         &[
             "--tls-cert",
@@ -256,11 +184,12 @@ async fn the_binary_serves_https_with_a_token() {
             "--auth-token-file",
             token_file.to_str().unwrap(),
         ],
+        &[],
     );
-    let line = listening_line(&mut child, &log);
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("storch listening on https://")
-        .unwrap_or_else(|| panic!("{line}"))
+    let addr: std::net::SocketAddr = server
+        .url
+        .strip_prefix("https://")
+        .unwrap_or_else(|| panic!("{}", server.url))
         .parse()
         .unwrap();
     let ca = cert.cert_pem.as_str();
@@ -283,8 +212,8 @@ async fn the_binary_serves_https_with_a_token() {
         .await
         .unwrap();
     assert_eq!(r.status, 401);
-    stop(&mut child, &log);
-    let text = std::fs::read_to_string(&log).unwrap();
+    server.stop();
+    let text = server.log();
     assert!(!text.contains(TOKEN), "the token was logged");
     assert!(!text.contains("INSECURE"), "{text}");
 }
@@ -296,8 +225,8 @@ fn the_binary_refuses_unusable_tls_and_token_files() {
     let cert = make_cert(dir.path());
     let short = dir.path().join("short-token");
     std::fs::write(&short, "abc\n").unwrap();
-    let (mut child, log) = spawn(&data, &["--auth-token-file", short.to_str().unwrap()]);
-    assert_eq!(wait_exit(&mut child).code(), Some(1));
+    let (mut child, log) = spawn(&data, &["--auth-token-file", short.to_str().unwrap()], &[]);
+    assert_eq!(exit_status(&mut child).code(), Some(1));
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("unusable token in --auth-token-file"), "{err}");
     assert!(err.contains("shorter than 16 bytes"), "{err}");
@@ -312,14 +241,19 @@ fn the_binary_refuses_unusable_tls_and_token_files() {
             "--tls-key",
             cert.key_path.to_str().unwrap(),
         ],
+        &[],
     );
-    assert_eq!(wait_exit(&mut child).code(), Some(1));
+    assert_eq!(exit_status(&mut child).code(), Some(1));
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("could not set up TLS"), "{err}");
     assert!(err.contains("nope.pem"), "{err}");
 
-    let (mut child, log) = spawn(&data, &["--tls-cert", cert.cert_path.to_str().unwrap()]);
-    assert_eq!(wait_exit(&mut child).code(), Some(2));
+    let (mut child, log) = spawn(
+        &data,
+        &["--tls-cert", cert.cert_path.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(exit_status(&mut child).code(), Some(2));
     let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("--tls-key is missing"), "{err}");
 }

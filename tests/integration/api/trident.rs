@@ -91,10 +91,7 @@ struct Api {
 impl Api {
     async fn start() -> Api {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = CoreRuntime::start(opts(dir.path()))
-            .await
-            .expect("core starts");
-        wait_ready(&runtime.core()).await;
+        let runtime = start(dir.path()).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -171,7 +171,7 @@ async fn sigkill_in_the_middle_of_provisioning_neither_loses_nor_doubles_a_claim
     want.sort();
     // Exactly one volume per claim, in storch and on the array; one PV each.
     let internal: Vec<String> = want.iter().map(|v| format!("trident-{v}")).collect();
-    eventually("storch and the array agree", || {
+    eventually("storch and the array agree", async || {
         array_volumes(tmp.path()) == internal
     })
     .await;

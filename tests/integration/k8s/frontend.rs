@@ -231,7 +231,7 @@ async fn trident_samples_become_bound_nfs_pvs_on_ontap() {
     for f in ["storage-class-basic.yaml", "storage-class-gold.yaml"] {
         env.create_sample(f).await;
     }
-    eventually("both classes in storch", || {
+    eventually("both classes in storch", async || {
         env.core().list_storage_classes().unwrap() == ["basic", "gold"]
     })
     .await;
@@ -350,7 +350,7 @@ async fn default_classes_selectors_and_foreign_classes() {
         "  annotations:\n    storageclass.beta.kubernetes.io/is-default-class: \"true\"\n",
     ))
     .await;
-    eventually("fast in storch", || {
+    eventually("fast in storch", async || {
         env.core().list_storage_classes().unwrap() == ["fast"]
     })
     .await;
@@ -382,7 +382,7 @@ async fn default_classes_selectors_and_foreign_classes() {
         "  annotations:\n    storageclass.kubernetes.io/is-default-class: \"true\"\n",
     ))
     .await;
-    eventually("fast2 in storch", || {
+    eventually("fast2 in storch", async || {
         env.core().list_storage_classes().unwrap() == ["fast", "fast2"]
     })
     .await;
@@ -418,7 +418,7 @@ async fn clone_rules_same_namespace_and_same_class() {
     env.create(&fake_class("fast", "  media: ssd\n", "")).await;
     env.create(&fake_class("other", "  backendType: fake\n", ""))
         .await;
-    eventually("classes", || {
+    eventually("classes", async || {
         env.core().list_storage_classes().unwrap().len() == 2
     })
     .await;
@@ -481,7 +481,7 @@ async fn reclaim_delete_retain_and_retried_deletes() {
             .replace("parameters:", "reclaimPolicy: Retain\nparameters:"),
     )
     .await;
-    eventually("classes", || {
+    eventually("classes", async || {
         env.core().list_storage_classes().unwrap().len() == 2
     })
     .await;
@@ -578,7 +578,7 @@ async fn failures_name_each_pool_and_are_retried() {
     broken["failPools"] = json!({"p1": "p1 is on fire", "p2": "p2 is flooded"});
     env.add_backend(broken.clone()).await;
     env.create(&fake_class("fast", "  media: ssd\n", "")).await;
-    eventually("class", || {
+    eventually("class", async || {
         env.core().list_storage_classes().unwrap().len() == 1
     })
     .await;
@@ -598,7 +598,7 @@ async fn failures_name_each_pool_and_are_retried() {
         "",
     ))
     .await;
-    eventually("archive", || {
+    eventually("archive", async || {
         env.core().get_storage_class("archive").is_ok()
     })
     .await;
@@ -644,7 +644,7 @@ async fn class_changes_deletes_and_bad_classes() {
         "",
     ))
     .await;
-    eventually("fast and pools", || {
+    eventually("fast and pools", async || {
         env.core().list_storage_classes().unwrap() == ["fast", "pools"]
     })
     .await;
@@ -657,7 +657,7 @@ async fn class_changes_deletes_and_bad_classes() {
     let mut sc = env.kube.get("storageclasses", None, "fast").unwrap();
     sc["parameters"] = json!({"media": "hdd"});
     env.kube.put("storageclasses", sc);
-    eventually("fast updated", || {
+    eventually("fast updated", async || {
         env.core()
             .get_storage_class("fast")
             .is_ok_and(|c| c.pools.is_empty())
@@ -668,7 +668,7 @@ async fn class_changes_deletes_and_bad_classes() {
         .delete("fast", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("fast deleted", || {
+    eventually("fast deleted", async || {
         env.core().list_storage_classes().unwrap() == ["pools"]
     })
     .await;
@@ -758,7 +758,7 @@ async fn claims_bound_elsewhere_and_lost_claims_are_cleaned_up() {
             "storch's unused PV deleted",
         )
         .await;
-    eventually("unused volume deleted", || {
+    eventually("unused volume deleted", async || {
         env.core().get_volume(&name).is_err()
     })
     .await;
@@ -779,7 +779,7 @@ async fn claims_bound_elsewhere_and_lost_claims_are_cleaned_up() {
             "claim Lost",
         )
         .await;
-    eventually("lost claim's volume deleted", || {
+    eventually("lost claim's volume deleted", async || {
         env.core().get_volume(&lost).is_err()
     })
     .await;
@@ -803,7 +803,7 @@ async fn only_the_lease_holder_provisions() {
     }
     env.create(&fake_class("fast", "  media: ssd\n", "")).await;
     // Both replicas keep the classes (a standby stays warm).
-    eventually("classes on both", || {
+    eventually("classes on both", async || {
         env.core().list_storage_classes().unwrap() == ["fast"]
             && b.core().list_storage_classes().unwrap() == ["fast"]
     })

@@ -3,7 +3,12 @@
 pub mod etcd;
 pub mod fake_kube;
 pub mod http;
+pub mod load;
 pub mod ontap;
+pub mod server;
+
+pub use load::{Acked, load};
+pub use server::Server;
 
 use std::path::Path;
 use std::time::Duration;
@@ -51,16 +56,22 @@ pub fn opts(dir: &Path) -> CoreOptions {
 
 /// Starts a core on `dir` and waits until it is ready.
 pub async fn start(dir: &Path) -> CoreRuntime {
-    let rt = CoreRuntime::start(opts(dir)).await.expect("core starts");
+    start_with(opts(dir)).await
+}
+
+/// Starts a core with `options` and waits until it is ready: the one way tests start a core
+/// that serves (a standby or a core whose boot fails is started with `CoreRuntime::start`).
+pub async fn start_with(options: CoreOptions) -> CoreRuntime {
+    let rt = CoreRuntime::start(options).await.expect("core starts");
     wait_ready(&rt.core()).await;
     rt
 }
 
 pub async fn wait_ready(core: &Core) {
-    match tokio::time::timeout(Duration::from_secs(5), core.wait_ready()).await {
+    match tokio::time::timeout(Duration::from_secs(30), core.wait_ready()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => panic!("core failed to start: {e}"),
-        Err(_) => panic!("core not ready after 5 s"),
+        Err(_) => panic!("core not ready after 30 s"),
     }
 }
 
@@ -91,193 +102,15 @@ pub async fn create(client: &reqwest::Client, url: &str, kind: &str, body: &Valu
     assert_eq!(status, 201, "POST {kind}: {}", r.text().await.unwrap());
 }
 
-/// Polls `f` until it returns true (up to ~10 s); for background work like reconciliation.
-pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if f() {
+/// Polls `f` every 10 ms until it returns true, for background work (reconciliation, a
+/// standby following, a server reloading its config). Gives up after 30 s, a deadline for a
+/// test that hangs rather than a measure of speed: nothing is asserted about how long it took.
+pub async fn eventually(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..3000 {
+        if f().await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("timed out waiting for {what}");
-}
-
-/// A real `storch serve` child on 127.0.0.1:0, killed when dropped.
-pub struct Server {
-    pub child: std::process::Child,
-    /// `http://127.0.0.1:PORT`
-    pub url: String,
-    pub log_path: std::path::PathBuf,
-}
-
-impl Server {
-    /// Starts the binary on `data_dir`; its log (stderr) goes to `data_dir/../storch-<n>.log`.
-    pub fn start(data_dir: &Path, envs: &[(&str, &str)]) -> Server {
-        Server::start_with(data_dir, &[], envs)
-    }
-
-    /// Like [`Server::start`], with extra `serve` arguments (e.g. `--config FILE`).
-    pub fn start_with(data_dir: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Server {
-        use std::io::BufRead;
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let log_path = data_dir
-            .parent()
-            .unwrap()
-            .join(format!("storch-{}-{n}.log", std::process::id()));
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_storch"));
-        cmd.args(["serve", "--port", "0", "--data-dir"])
-            .arg(data_dir)
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(log);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("storch starts");
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .unwrap();
-        let url = match line.trim().strip_prefix("storch listening on ") {
-            Some(url) => url.to_string(),
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "unexpected first line {line:?}; log:\n{}",
-                    std::fs::read_to_string(&log_path).unwrap_or_default()
-                );
-            }
-        };
-        Server {
-            child,
-            url,
-            log_path,
-        }
-    }
-
-    /// Polls until the API answers something other than 503 (replay done).
-    pub async fn wait_ready(&self, client: &reqwest::Client) {
-        for _ in 0..1000 {
-            if let Ok(r) = client
-                .get(format!("{}/trident/v1/backend", self.url))
-                .send()
-                .await
-                && r.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("server not ready; log:\n{}", self.log());
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
-    }
-
-    /// Sends a signal by name (`HUP`, `TERM`, …).
-    pub fn signal(&self, name: &str) {
-        let pid = self.child.id().to_string();
-        let ok = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{name} {pid} failed");
-    }
-
-    /// SIGKILL, no chance to clean up.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM and wait for a clean exit.
-    pub fn stop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status();
-        for _ in 0..500 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(
-                    status.success(),
-                    "storch exited with {status}; log:\n{}",
-                    self.log()
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-        panic!("storch did not stop on SIGTERM; log:\n{}", self.log());
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.kill();
-        }
-    }
-}
-
-/// What a crash-test load saw acknowledged.
-#[derive(Default)]
-pub struct Acked {
-    /// Volumes whose create was acknowledged (and not deleted since).
-    pub live: std::collections::BTreeSet<String>,
-    /// Volumes whose delete was acknowledged.
-    pub deleted: std::collections::BTreeSet<String>,
-}
-
-/// Creates `TAG-0`, `TAG-1`, … of `size` in `class` until the server goes away, deleting an
-/// acknowledged volume every third step; records what was acknowledged.
-pub async fn load(
-    client: reqwest::Client,
-    url: String,
-    acked: std::sync::Arc<std::sync::Mutex<Acked>>,
-    tag: String,
-    size: &'static str,
-    class: &'static str,
-) {
-    for i in 0.. {
-        let name = format!("{tag}-{i}");
-        let body = serde_json::json!({"name": name, "size": size, "storageClass": class});
-        match client
-            .post(format!("{url}/trident/v1/volume"))
-            .json(&body)
-            .send()
-            .await
-        {
-            Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
-                acked.lock().unwrap().live.insert(name.clone());
-            }
-            Ok(_) => {}
-            Err(_) => return, // the server is gone
-        }
-        if i % 3 == 2 {
-            // A delete in flight when the server dies may or may not happen: the volume leaves
-            // `live` before the request is sent, and joins `deleted` only once acknowledged.
-            let victim = acked.lock().unwrap().live.pop_first();
-            if let Some(v) = victim {
-                match client
-                    .delete(format!("{url}/trident/v1/volume/{v}"))
-                    .send()
-                    .await
-                {
-                    Ok(r) if r.status() == reqwest::StatusCode::OK => {
-                        acked.lock().unwrap().deleted.insert(v);
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
-                }
-            }
-        }
-    }
 }
