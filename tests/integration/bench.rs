@@ -6,6 +6,10 @@ use storch::log::Durability;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_provision_mode_runs() {
+    let _heavy = crate::support::heavy();
+    if !crate::support::in_own_process(module_path!(), "every_provision_mode_runs") {
+        return;
+    }
     for (mix, durability, latency, fail_rate, via_rest) in [
         (Mix::Create, Durability::Flush, "0ms", 0.0, false),
         (Mix::Churn, Durability::Write, "1ms", 0.0, false),
@@ -167,6 +171,10 @@ fn the_bench_command_prints_json_and_tables() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provision_against_the_ontap_simulator() {
+    let _heavy = crate::support::heavy();
+    if !crate::support::in_own_process(module_path!(), "provision_against_the_ontap_simulator") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let sim =
         crate::support::ontap::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
@@ -238,6 +246,11 @@ async fn provision_against_the_ontap_simulator() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_etcd_baseline_runs_against_a_real_etcd() {
+    let _heavy = crate::support::heavy();
+    if !crate::support::in_own_process(module_path!(), "the_etcd_baseline_runs_against_a_real_etcd")
+    {
+        return;
+    }
     let etcd = crate::support::etcd::Etcd::start().await;
     let opts = ProvisionOptions {
         volumes: 30,

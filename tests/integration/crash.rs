@@ -12,6 +12,7 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_and_leaks_nothing() {
+    let _heavy = crate::support::heavy();
     let rounds = crate::support::rounds("STORCH_CRASH_ROUNDS", 20);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

@@ -216,6 +216,7 @@ fn on_disk(pools: &Path) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_with_the_local_driver_leaves_disk_and_log_in_agreement() {
+    let _heavy = crate::support::heavy();
     let rounds = crate::support::rounds("STORCH_CRASH_ROUNDS", 20).min(20);
     let tmp = tempfile::tempdir().unwrap();
     let pools = tmp.path().join("pools");

@@ -82,6 +82,7 @@ async fn volume_names(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowledged_write() {
+    let _heavy = crate::support::heavy();
     let rounds = crate::support::rounds("STORCH_ETCD_CRASH_ROUNDS", 4);
     let etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
@@ -350,6 +351,7 @@ async fn set_up(rt: &CoreRuntime) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_it_rejoins() {
+    let _heavy = crate::support::heavy();
     let etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -445,6 +447,7 @@ fn base64_encode(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the_leader() {
+    let _heavy = crate::support::heavy();
     let mut etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let key = shared_key(tmp.path());
@@ -541,6 +544,7 @@ async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_never_serves_records_etcd_does_not_hold() {
+    let _heavy = crate::support::heavy();
     let etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -622,6 +626,7 @@ async fn start_in_pod(rt: &CoreRuntime, kube: &FakeKube, pod: &str) -> Frontend 
 /// `leader`. The pod's other labels are left alone (a merge patch).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_are_labelled_with_their_etcd_role_and_the_labels_flip_on_takeover() {
+    let _heavy = crate::support::heavy();
     let etcd = Etcd::start().await;
     let kube = FakeKube::start().await;
     for pod in ["storch-0", "storch-1"] {

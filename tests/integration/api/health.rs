@@ -39,6 +39,9 @@ async fn probes_when_ready() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_move_with_operations() {
+    if !crate::support::in_own_process(module_path!(), "metrics_move_with_operations") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
     let c = storch::api::tls::client();

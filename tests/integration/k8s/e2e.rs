@@ -101,6 +101,7 @@ fn bound(kube: &FakeKube, name: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_in_the_middle_of_provisioning_neither_loses_nor_doubles_a_claim() {
+    let _heavy = crate::support::heavy();
     let kube = FakeKube::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = kube.kubeconfig(tmp.path());
@@ -189,6 +190,7 @@ async fn sigkill_in_the_middle_of_provisioning_neither_loses_nor_doubles_a_claim
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_replaced_once_its_lease_expires() {
+    let _heavy = crate::support::heavy();
     let kube = FakeKube::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = kube.kubeconfig(tmp.path());

@@ -287,6 +287,7 @@ async fn trident_backend_files_classes_and_fallthrough() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
+    let _heavy = crate::support::heavy();
     let rounds = crate::support::rounds("STORCH_ONTAP_CRASH_ROUNDS", 5);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

@@ -114,3 +114,45 @@ pub async fn eventually(what: &str, mut f: impl AsyncFnMut() -> bool) {
     }
     panic!("timed out waiting for {what}");
 }
+
+/// Held by the tests that load the whole machine (SIGKILL rounds under load, etcd takeovers
+/// with short leases, Kubernetes e2e, the benchmarks): one of them runs at a time, beside the
+/// light tests, so that none of them depends on a machine shared with another.
+pub struct Heavy(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+/// Waits until no other heavy test runs; the guard lasts until the end of the test.
+pub fn heavy() -> Heavy {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A heavy test that failed poisons the lock; the next one may run all the same.
+    Heavy(HEAVY.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// For a test that needs something a process has only one of (the global `metrics` recorder:
+/// `/metrics` installs Prometheus's, `storch bench` its own, and the first one installed
+/// stays): runs the test again, alone, in a child process of this binary. `module` is the
+/// caller's `module_path!()` and `name` the test's name. Returns true in that child (the test
+/// body runs there); in the parent, asserts that the child ran exactly that test and passed,
+/// and returns false (the caller returns).
+pub fn in_own_process(module: &str, name: &str) -> bool {
+    const VAR: &str = "STORCH_TEST_OWN_PROCESS";
+    // `integration::api::health` → `api::health::NAME`, the name the harness filters on.
+    let module = module.split_once("::").map_or("", |(_, rest)| rest);
+    let test = format!("{module}::{name}");
+    if std::env::var(VAR).is_ok_and(|v| v == test) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .env(VAR, &test)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{test} in its own process: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
