@@ -69,40 +69,7 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
     // A last start: reconciliation finishes every interrupted create and delete.
     let mut server = Server::start(&data, &[]);
     server.wait_ready(&client).await;
-    let mut names: Vec<String> = Vec::new();
-    for _ in 0..1000 {
-        let (_, list) = get_json(&client, &format!("{}/trident/v1/volume", server.url)).await;
-        names = serde_json::from_value(list["volumes"].clone()).unwrap();
-        let mut settled = true;
-        for n in &names {
-            let (_, v) = get_json(&client, &format!("{}/trident/v1/volume/{n}", server.url)).await;
-            if v["volume"]["state"] != "online" {
-                settled = false;
-            }
-        }
-        if settled {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let known: BTreeSet<String> = names.iter().cloned().collect();
-    assert_eq!(known.len(), names.len(), "every volume is listed once");
-    let acked = std::mem::take(&mut *acked.lock().unwrap());
-    assert!(
-        !acked.live.is_empty(),
-        "the load made no volumes at all; log:\n{}",
-        server.log()
-    );
-    for v in &acked.live {
-        assert!(known.contains(v), "acknowledged volume {v} is lost");
-    }
-    for v in &acked.deleted {
-        assert!(!known.contains(v), "acknowledged delete of {v} came back");
-    }
-    for n in &names {
-        let (_, v) = get_json(&client, &format!("{}/trident/v1/volume/{n}", server.url)).await;
-        assert_eq!(v["volume"]["state"], "online", "{n} did not settle: {v}");
-    }
+    let (known, acked) = check_acknowledged(&client, &server, &acked).await;
     server.stop();
 
     // The array holds exactly what storch knows.

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::ontap::*;
-use crate::support::{Acked, Server, load};
+use crate::support::{Acked, Server, check_acknowledged, get_json, load};
 use serde_json::{Value, json};
 use storch::sim::ontap::{FailRule, OntapSim, SimOptions};
 
@@ -54,12 +54,6 @@ async fn post(client: &reqwest::Client, url: String, body: &Value) -> (u16, Valu
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
-async fn get(client: &reqwest::Client, url: String) -> (u16, Value) {
-    let r = client.get(url).send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 async fn add_backend(client: &reqwest::Client, server: &Server, doc: &Value) -> String {
     let (status, body) = post(client, format!("{}/trident/v1/backend", server.url), doc).await;
     assert_eq!(status, 201, "{body}; log:\n{}", server.log());
@@ -89,7 +83,7 @@ async fn add_volume(
     }
     let (status, resp) = post(client, format!("{}/trident/v1/volume", server.url), &body).await;
     assert_eq!(status, 201, "{name}: {resp}; log:\n{}", server.log());
-    let (status, v) = get(client, format!("{}/trident/v1/volume/{name}", server.url)).await;
+    let (status, v) = get_json(client, &format!("{}/trident/v1/volume/{name}", server.url)).await;
     assert_eq!(status, 200);
     v["volume"].clone()
 }
@@ -132,7 +126,7 @@ async fn trident_backend_files_classes_and_fallthrough() {
     assert_eq!(san_full, "san-gold");
 
     // GET backend shows the live config, never the password.
-    let (_, b) = get(&client, format!("{}/trident/v1/backend/{nas}", server.url)).await;
+    let (_, b) = get_json(&client, &format!("{}/trident/v1/backend/{nas}", server.url)).await;
     let text = b.to_string();
     assert!(!text.contains("netapp123"), "{text}");
     assert_eq!(b["backend"]["config"]["svm"], "svm0", "{b}");
@@ -331,37 +325,7 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
     // A last start: reconciliation settles every interrupted create and delete.
     let mut server = Server::start(&data, &[]);
     server.wait_ready(&client).await;
-    let mut names: Vec<String> = Vec::new();
-    let mut settled = false;
-    for _ in 0..1500 {
-        let (_, list) = get(&client, format!("{}/trident/v1/volume", server.url)).await;
-        names = serde_json::from_value(list["volumes"].clone()).unwrap_or_default();
-        settled = true;
-        for n in &names {
-            let (_, v) = get(&client, format!("{}/trident/v1/volume/{n}", server.url)).await;
-            if v["volume"]["state"] != "online" {
-                settled = false;
-            }
-        }
-        if settled {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(settled, "volumes did not settle; log:\n{}", server.log());
-    let known: BTreeSet<String> = names.iter().cloned().collect();
-    let acked = std::mem::take(&mut *acked.lock().unwrap());
-    assert!(
-        !acked.live.is_empty(),
-        "the load made no volumes; log:\n{}",
-        server.log()
-    );
-    for v in &acked.live {
-        assert!(known.contains(v), "acknowledged volume {v} is lost");
-    }
-    for v in &acked.deleted {
-        assert!(!known.contains(v), "acknowledged delete of {v} came back");
-    }
+    let (known, acked) = check_acknowledged(&client, &server, &acked).await;
     server.stop();
 
     // The simulated array holds exactly what storch knows, and says so in its state file too.

@@ -55,3 +55,47 @@ pub async fn load(
         }
     }
 }
+
+/// After a crash test's last start of `server`: waits until every volume it lists is online
+/// (reconciliation finished the interrupted creates and deletes), then checks that each volume
+/// is listed once, that every acknowledged create is there and no acknowledged delete is.
+/// Returns the volumes listed and what the load saw acknowledged.
+pub async fn check_acknowledged(
+    client: &reqwest::Client,
+    server: &super::Server,
+    acked: &std::sync::Mutex<Acked>,
+) -> (std::collections::BTreeSet<String>, Acked) {
+    let url = format!("{}/trident/v1/volume", server.url);
+    let mut names: Vec<String> = Vec::new();
+    super::eventually("every volume online", async || {
+        let (_, list) = super::get_json(client, &url).await;
+        names = serde_json::from_value(list["volumes"].clone()).unwrap_or_default();
+        for n in &names {
+            let (_, v) = super::get_json(client, &format!("{url}/{n}")).await;
+            if v["volume"]["state"] != "online" {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let known: std::collections::BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(known.len(), names.len(), "every volume is listed once");
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    assert!(
+        !acked.live.is_empty(),
+        "the load made no volumes at all; log:\n{}",
+        server.log()
+    );
+    for v in &acked.live {
+        assert!(known.contains(v), "acknowledged volume {v} is lost");
+    }
+    for v in &acked.deleted {
+        assert!(!known.contains(v), "acknowledged delete of {v} came back");
+    }
+    for n in &names {
+        let (_, v) = super::get_json(client, &format!("{url}/{n}")).await;
+        assert_eq!(v["volume"]["state"], "online", "{n} did not settle: {v}");
+    }
+    (known, acked)
+}

@@ -7,7 +7,7 @@ pub mod load;
 pub mod ontap;
 pub mod server;
 
-pub use load::{Acked, load};
+pub use load::{Acked, check_acknowledged, load};
 pub use server::Server;
 
 use std::path::Path;
