@@ -1,6 +1,5 @@
-//! Helpers for the `server_*` tests: the REST server in-process on 127.0.0.1:0 (plain or TLS,
-//! with or without a token), a small HTTPS client that trusts a test certificate, and
-//! self-signed certificates made with rcgen.
+//! The REST server in-process on 127.0.0.1:0 (plain or TLS, with or without a token), a small
+//! HTTPS client that trusts a test certificate, and self-signed certificates made with rcgen.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
