@@ -47,6 +47,8 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
             )
             .await;
         }
+        // Load once the backend is online (after a start its driver initialises first).
+        backend_online(&client, &server.url, "crashy").await;
         let tasks: Vec<_> = (0..8)
             .map(|c| {
                 tokio::spawn(load(

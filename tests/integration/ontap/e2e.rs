@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::ontap::*;
-use crate::support::{Acked, Server, check_acknowledged, get_json, load};
+use crate::support::{Acked, Server, backend_online, check_acknowledged, get_json, load};
 use serde_json::{Value, json};
 use storch::sim::ontap::{FailRule, OntapSim, SimOptions};
 
@@ -291,11 +291,12 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
     let client = storch::api::tls::client();
     let acked = Arc::new(Mutex::new(Acked::default()));
 
+    let mut name = String::new();
     for round in 0..rounds {
         let mut server = Server::start(&data, &[]);
         server.wait_ready(&client).await;
         if round == 0 {
-            add_backend(&client, &server, &backend).await;
+            name = add_backend(&client, &server, &backend).await;
             add_class(
                 &client,
                 &server,
@@ -303,6 +304,10 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
             )
             .await;
         }
+        // The load starts once the array is reachable: a round in which the driver is still
+        // initialising would only fail its creates, and its deletes would drain what earlier
+        // rounds made.
+        backend_online(&client, &server.url, &name).await;
         let tasks: Vec<_> = (0..6)
             .map(|c| {
                 tokio::spawn(load(

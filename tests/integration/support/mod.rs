@@ -107,6 +107,16 @@ pub async fn create(client: &reqwest::Client, url: &str, kind: &str, body: &Valu
     assert_eq!(status, 201, "POST {kind}: {}", r.text().await.unwrap());
 }
 
+/// Waits until backend `name` of the server at `url` is online: its driver initialised after a
+/// start, so that requests placed on it are not refused as "still initializing".
+pub async fn backend_online(client: &reqwest::Client, url: &str, name: &str) {
+    let url = format!("{url}/trident/v1/backend/{name}");
+    eventually(&format!("backend {name} online"), async || {
+        get_json(client, &url).await.1["backend"]["state"] == "online"
+    })
+    .await;
+}
+
 /// Polls `f` every 10 ms until it returns true, for background work (reconciliation, a
 /// standby following, a server reloading its config). Gives up after 30 s, a deadline for a
 /// test that hangs rather than a measure of speed: nothing is asserted about how long it took.
