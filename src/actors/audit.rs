@@ -185,7 +185,11 @@ impl Core {
         tokio::spawn(async move {
             let mut next = filter.since.max(1);
             'outer: loop {
-                // Catch up from the log.
+                // Catch up from the log, up to the head read before it: an event committed
+                // while the log is read has a sequence above that head, so it either is in
+                // the backlog or arrives live (the subscription is older). Reading the head
+                // after the backlog skipped such an event.
+                let head = core.shared.projection.read(|s| s.head);
                 let backlog = core
                     .events(EventFilter {
                         since: next,
@@ -193,7 +197,6 @@ impl Core {
                         ..filter.clone()
                     })
                     .await;
-                let head = core.shared.projection.read(|s| s.head);
                 match backlog {
                     Ok(events) => {
                         for e in events {

@@ -1,0 +1,314 @@
+//! Probes and metrics on a real socket: `/livez`, `/readyz` (ready, replaying, boot failed),
+//! and `/metrics` values moving with operations.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::http::*;
+use serde_json::json;
+use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
+use storch::api::ServeOptions;
+use storch::log::{Durability, EventLog};
+
+/// The value of the first sample of `name` whose labels include every one of `labels`.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| {
+            let (series, _) = l.rsplit_once(' ').unwrap_or((l, ""));
+            let metric = series.split('{').next().unwrap();
+            metric == name && labels.iter().all(|want| series.contains(want))
+        })
+        .and_then(|l| l.rsplit_once(' ').unwrap().1.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_when_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::plain(&dir.path().join("data")).await;
+    let c = storch::api::tls::client();
+    let r = get(&c, &s.url("/livez")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json, json!({"status": "ok"}));
+    let r = get(&c, &s.url("/readyz")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json, json!({"status": "ok"}));
+    assert!(r.headers.contains_key("x-request-id"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_move_with_operations() {
+    if !crate::support::in_own_process(module_path!(), "metrics_move_with_operations") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::plain(&dir.path().join("data")).await;
+    let c = storch::api::tls::client();
+    let mut backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
+    backend["password"] = json!("canary-pw-9001");
+    assert_eq!(
+        post(&c, &s.url("/trident/v1/backend"), backend)
+            .await
+            .status,
+        201
+    );
+    let class = json!({"name": "gold", "attributes": {"media": "ssd"}});
+    assert_eq!(
+        post(&c, &s.url("/trident/v1/storageclass"), class)
+            .await
+            .status,
+        201
+    );
+
+    let scrape = || async {
+        let r = c.get(s.url("/metrics")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        r.text().await.unwrap()
+    };
+    let create_ok = [r#"operation="create_volume""#, r#"outcome="ok""#];
+    let before = scrape().await;
+    assert_eq!(
+        sample(&before, "storch_volumes", &[r#"state="online""#]),
+        Some(0.0)
+    );
+    let creates_before = sample(
+        &before,
+        "storch_operation_duration_seconds_count",
+        &create_ok,
+    )
+    .unwrap_or(0.0);
+    assert_eq!(
+        sample(
+            &before,
+            "storch_build_info",
+            &[concat!("version=\"", env!("CARGO_PKG_VERSION"), "\"")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(sample(&before, "storch_ready", &[]), Some(1.0));
+    assert_eq!(
+        sample(&before, "storch_backends", &[r#"state="online""#]),
+        Some(1.0)
+    );
+    let pool = [r#"backend="lab""#, r#"pool="p1""#];
+    assert_eq!(
+        sample(&before, "storch_pool_capacity_bytes", &pool),
+        Some((100u64 << 30) as f64)
+    );
+    assert_eq!(sample(&before, "storch_pool_used_bytes", &pool), Some(0.0));
+    assert_eq!(
+        sample(&before, "storch_pool_free_bytes", &pool),
+        Some((100u64 << 30) as f64)
+    );
+    assert_eq!(
+        sample(&before, "storch_backend_queue_depth", &[r#"backend="lab""#]),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&before, "storch_backend_in_flight", &[r#"backend="lab""#]),
+        Some(0.0)
+    );
+
+    let body = json!({"name": "v1", "size": "1Gi", "storageClass": "gold"});
+    assert_eq!(
+        post(&c, &s.url("/trident/v1/volume"), body).await.status,
+        201
+    );
+
+    let after = scrape().await;
+    assert_eq!(
+        sample(&after, "storch_volumes", &[r#"state="online""#]),
+        Some(1.0)
+    );
+    let creates_after = sample(
+        &after,
+        "storch_operation_duration_seconds_count",
+        &create_ok,
+    )
+    .unwrap();
+    assert!(
+        creates_after >= creates_before + 1.0,
+        "{creates_before} → {creates_after}"
+    );
+    assert_eq!(
+        sample(&after, "storch_pool_used_bytes", &pool),
+        Some((1u64 << 30) as f64)
+    );
+    assert_eq!(
+        sample(&after, "storch_pool_free_bytes", &pool),
+        Some(((100u64 << 30) - (1u64 << 30)) as f64)
+    );
+    // The core's other metrics, and the HTTP ones by route template.
+    for name in [
+        "storch_log_append_seconds_count",
+        "storch_log_flush_seconds_count",
+        "storch_events_appended_total",
+    ] {
+        assert!(sample(&after, name, &[]).unwrap_or(0.0) > 0.0, "{name}");
+    }
+    assert!(
+        sample(
+            &after,
+            "storch_driver_call_seconds_count",
+            &[r#"backend="lab""#, r#"outcome="ok""#]
+        )
+        .unwrap_or(0.0)
+            > 0.0,
+        "{after}"
+    );
+    let http = [
+        r#"route="/trident/v1/volume""#,
+        r#"method="POST""#,
+        r#"status="201""#,
+    ];
+    assert!(sample(&after, "storch_http_requests_total", &http).unwrap() >= 1.0);
+    assert!(sample(&after, "storch_http_request_duration_seconds_count", &http).unwrap() >= 1.0);
+    assert!(!after.contains("canary-pw-9001"));
+    s.stop().await;
+}
+
+/// A data dir whose log cannot be replayed: one backend, then the first record damaged (and
+/// the checkpoint dropped, so replay reads it).
+async fn corrupt_data_dir(dir: &Path) {
+    let rt = crate::support::start(dir).await;
+    let doc = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
+    rt.core()
+        .add_backend(&RequestCtx::new("setup"), doc)
+        .await
+        .unwrap();
+    rt.shutdown().await;
+    let log = EventLog::open(&dir.join("log"), Durability::Flush).unwrap();
+    log.truncate_after(1).await.unwrap();
+    log.corrupt_for_tests(1, |raw| {
+        let i = raw.len() - 33;
+        raw[i] ^= 0x01;
+    });
+    log.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_503_with_the_reason_when_boot_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    corrupt_data_dir(&data).await;
+    let rt = CoreRuntime::start(crate::support::opts(&data))
+        .await
+        .unwrap();
+    let core = rt.core();
+    crate::support::eventually("the boot to fail", async || {
+        matches!(core.readiness(), Readiness::Failed(_))
+    })
+    .await;
+    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let c = storch::api::tls::client();
+    let r = get(&c, &s.url("/livez")).await;
+    assert_eq!(r.status, 200);
+    let r = get(&c, &s.url("/readyz")).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.headers["retry-after"], "1");
+    assert_eq!(r.json["status"], "unavailable");
+    let reason = r.json["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.contains("sequence 1") || reason.contains("seq"),
+        "{reason}"
+    );
+    assert!(reason.contains("storch events verify"), "{reason}");
+    let r = get(&c, &s.url("/trident/v1/backend")).await;
+    assert_eq!(r.status, 500);
+    let metrics = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(sample(&metrics, "storch_ready", &[]), Some(0.0));
+    s.stop().await;
+}
+
+/// With a log of thousands of events and no checkpoint, `/readyz` is polled from the moment
+/// the server is up: every answer is either 503 "being replayed" or (from some point on) 200,
+/// never anything else, and never 503 again once 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_during_replay_of_a_large_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    {
+        let rt = crate::support::start_with(CoreOptions {
+            durability: Durability::Write,
+            ..crate::support::opts(&data)
+        })
+        .await;
+        let core = rt.core();
+        let doc = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
+        core.add_backend(&RequestCtx::new("setup"), doc)
+            .await
+            .unwrap();
+        let class = storch::model::StorageClassConfig::from_json(br#"{"name":"gold"}"#).unwrap();
+        core.add_storage_class(&RequestCtx::new("setup"), class)
+            .await
+            .unwrap();
+        // 1500 volumes × 3 events, 50 at a time.
+        let names: Vec<String> = (0..1500).map(|i| format!("v{i}")).collect();
+        for batch in names.chunks(50) {
+            let creates = batch.iter().map(|name| {
+                let config: storch::model::VolumeConfig = serde_json::from_value(json!({
+                    "name": name, "size": "1Mi", "storageClass": "gold"
+                }))
+                .unwrap();
+                let core = core.clone();
+                async move { core.add_volume(&RequestCtx::new("load"), config).await }
+            });
+            for r in futures::future::join_all(creates).await {
+                r.unwrap();
+            }
+        }
+        rt.shutdown().await;
+        // Drop the shutdown checkpoint so the next boot replays every event.
+        let log = EventLog::open(&data.join("log"), Durability::Flush).unwrap();
+        let head = log.verify().events;
+        assert!(head > 4000, "{head}");
+        log.truncate_after(head - 1).await.unwrap();
+        log.shutdown().await.unwrap();
+    }
+
+    let rt = CoreRuntime::start(crate::support::opts(&data))
+        .await
+        .unwrap();
+    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let c = storch::api::tls::client();
+    let mut replaying = 0;
+    let mut ready = false;
+    for _ in 0..3000 {
+        let r = get(&c, &s.url("/readyz")).await;
+        match r.status {
+            503 => {
+                assert!(!ready, "not ready again after being ready");
+                assert_eq!(
+                    r.json,
+                    json!({"status": "unavailable", "reasons": ["the event log is being replayed"]})
+                );
+                replaying += 1;
+            }
+            200 => {
+                ready = true;
+                break;
+            }
+            other => panic!("unexpected {other}: {}", r.json),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(ready, "never ready");
+    eprintln!("/readyz answered 503 (replaying) {replaying} times before 200");
+    let r = get(&c, &s.url("/trident/v1/volume/v1499")).await;
+    assert_eq!(r.status, 200);
+    s.stop().await;
+}

@@ -1,0 +1,6 @@
+//! The Kubernetes frontend: the fake API server itself, the frontend in-process against it,
+//! and the real binary against it.
+
+mod e2e;
+mod fake_api;
+mod frontend;

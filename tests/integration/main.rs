@@ -1,0 +1,21 @@
+//! The one integration test binary: one module per area, one `support` module for everything
+//! tests share (starting a core or a server, the fake Kubernetes API, etcd, the simulators).
+//! Run one area with `cargo test --test integration api::`; CONTRIBUTING.md says where a new
+//! test goes.
+
+mod support;
+
+mod api;
+mod bench;
+mod cli;
+mod core;
+mod crash;
+mod deploy;
+mod k8s;
+mod layering;
+mod local;
+mod migrations;
+mod ontap;
+mod replay;
+mod replication;
+mod secrets;

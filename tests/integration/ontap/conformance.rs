@@ -1,0 +1,121 @@
+//! Every ONTAP driver passes the shared driver conformance suite against the in-process ZAPI
+//! simulator (over TLS, with small iterator pages so that paging is exercised).
+
+use crate::support::ontap::*;
+use serde_json::json;
+use storch::drivers::StorageDriver;
+use storch::drivers::conformance::{self, ConformanceOptions, Support};
+use storch::sim::ontap::{SimOptions, Tuning};
+
+fn opts() -> ConformanceOptions {
+    ConformanceOptions {
+        size_bytes: 256 * MIB,
+        min_size_bytes: Some(20 * MIB),
+        concurrency: 8,
+        ..ConformanceOptions::default()
+    }
+}
+
+fn small_pages() -> SimOptions {
+    SimOptions {
+        tuning: Tuning {
+            page_cap: 5,
+            async_polls: 2,
+        },
+        ..SimOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ontap_nas_thick() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), small_pages()).await;
+    let d = driver(&backend(
+        &sim,
+        "ontap-nas",
+        json!({"defaults": {"spaceReserve": "volume"}}),
+    ));
+    conformance::run(&d, "aggr1", &opts()).await;
+    assert!(d.list_volumes().await.unwrap().is_empty());
+    assert!(
+        array_volumes(&sim, "svm1").is_empty(),
+        "the suite cleans up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ontap_nas_thin_on_hdd() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), small_pages()).await;
+    let d = driver(&backend(
+        &sim,
+        "ontap-nas",
+        json!({"storagePrefix": "conf-"}),
+    ));
+    // Thin volumes reserve nothing on the aggregate: no capacity accounting to check.
+    let o = ConformanceOptions {
+        capacity: false,
+        ..opts()
+    };
+    conformance::run(&d, "aggr2", &o).await;
+    assert!(array_volumes(&sim, "svm1").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ontap_san_thick() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), small_pages()).await;
+    let d = driver(&backend(
+        &sim,
+        "ontap-san",
+        json!({"defaults": {"spaceReserve": "volume"}}),
+    ));
+    conformance::run(&d, "aggr1", &opts()).await;
+    let a = sim.array();
+    assert!(a.svms["svm1"].luns.is_empty());
+    assert!(array_volumes(&sim, "svm1").is_empty());
+    assert!(
+        a.svms["svm1"].igroups.contains_key("trident"),
+        "igroup created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ontap_nas_economy_thick() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), small_pages()).await;
+    let d = driver(&backend(
+        &sim,
+        "ontap-nas-economy",
+        json!({"defaults": {"spaceReserve": "volume"}, "qtreesPerFlexvol": 3}),
+    ));
+    let o = ConformanceOptions {
+        snapshots: Support::Optional,
+        clones: Support::Optional,
+        ..opts()
+    };
+    conformance::run(&d, "aggr1", &o).await;
+    assert!(d.list_volumes().await.unwrap().is_empty());
+    assert!(
+        array_volumes(&sim, "svm1").is_empty(),
+        "empty pool FlexVols are pruned: {:?}",
+        array_volumes(&sim, "svm1")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ontap_nas_flexgroup_thick() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), small_pages()).await;
+    let d = driver(&backend(
+        &sim,
+        "ontap-nas-flexgroup",
+        json!({"defaults": {"spaceReserve": "volume"}}),
+    ));
+    let o = ConformanceOptions {
+        clones: Support::Optional,
+        ..opts()
+    };
+    conformance::run(&d, "svm1", &o).await;
+    assert!(array_volumes(&sim, "svm1").is_empty());
+}

@@ -1,0 +1,688 @@
+//! Replication of the event log through a real etcd (Debian's `etcd-server`, started on free
+//! loopback ports): standbys follow and serve reads, a SIGKILLed leader is replaced with every
+//! acknowledged write, a fenced-out leader acknowledges nothing and its unacknowledged tail is
+//! cut back when it rejoins, and an etcd restart loses nothing that was acknowledged.
+//! `STORCH_ETCD_CRASH_ROUNDS` sets the takeover rounds (default 4).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::etcd::Etcd;
+use crate::support::fake_kube::FakeKube;
+use crate::support::*;
+use serde_json::{Value, json};
+use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
+use storch::k8s::{Frontend, KubeOptions, KubeSource};
+use storch::log::{Durability, EventLog};
+use storch::replication::{Node, ReplicationOptions};
+
+/// The secrets key every instance of a test cluster shares, written into `dir`.
+fn shared_key(dir: &Path) -> String {
+    let path = dir.join("secret.key");
+    std::fs::write(&path, rand::random::<[u8; 32]>()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn serve_args<'a>(etcd: &'a Etcd, key: &'a str, id: &'a str) -> Vec<&'a str> {
+    serve_args_ttl(etcd, key, id, "2s")
+}
+
+fn serve_args_ttl<'a>(etcd: &'a Etcd, key: &'a str, id: &'a str, ttl: &'a str) -> Vec<&'a str> {
+    vec![
+        "--etcd-endpoints",
+        &etcd.endpoint,
+        "--etcd-lease-ttl",
+        ttl,
+        "--etcd-identity",
+        id,
+        "--secrets-key-file",
+        key,
+    ]
+}
+
+/// Waits until `/readyz` says what `role` expects: `leader` (200) or `standby of X`.
+async fn wait_role(client: &reqwest::Client, server: &Server, role: &str) {
+    let mut last = Value::Null;
+    for _ in 0..1500 {
+        if let Ok(r) = client.get(format!("{}/readyz", server.url)).send().await {
+            let status = r.status().as_u16();
+            last = r.json().await.unwrap_or(Value::Null);
+            let ok = match role.strip_prefix("standby of ") {
+                None => status == 200,
+                Some(leader) => {
+                    status == 503
+                        && last["status"] == "standby"
+                        && last["reasons"][0]
+                            .as_str()
+                            .is_some_and(|r| r.ends_with(&format!("the leader is {leader}")))
+                }
+            };
+            if ok {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "{} never became {role} (last /readyz: {last}); log:\n{}",
+        server.url,
+        server.log()
+    );
+}
+
+const CANARY: &str = "canary-password-4471";
+
+async fn volume_names(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
+    let (status, list) = get_json(client, &format!("{url}/trident/v1/volume")).await;
+    assert_eq!(status, 200, "{list}");
+    serde_json::from_value(list["volumes"].clone()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowledged_write() {
+    let _heavy = crate::support::heavy();
+    let rounds = crate::support::rounds("STORCH_ETCD_CRASH_ROUNDS", 4);
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let key = shared_key(tmp.path());
+    let dirs = [tmp.path().join("a"), tmp.path().join("b")];
+    let ids = ["a", "b"];
+    let client = storch::api::tls::client();
+
+    let mut servers = [
+        Some(Server::start_with(
+            &dirs[0],
+            &serve_args(&etcd, &key, ids[0]),
+            &[],
+        )),
+        None,
+    ];
+    wait_role(&client, servers[0].as_ref().unwrap(), "leader").await;
+    servers[1] = Some(Server::start_with(
+        &dirs[1],
+        &serve_args(&etcd, &key, ids[1]),
+        &[],
+    ));
+    wait_role(&client, servers[1].as_ref().unwrap(), "standby of a").await;
+    // Kubernetes' readiness probe, `/readyz?standby=ok`, counts the caught-up standby as
+    // ready (the pod role label, not readiness, keeps clients on the leader).
+    for (server, status) in [(&servers[0], "ok"), (&servers[1], "standby")] {
+        let url = format!("{}/readyz?standby=ok", server.as_ref().unwrap().url);
+        let (code, body) = get_json(&client, &url).await;
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (200, Some(status)),
+            "{body}"
+        );
+    }
+
+    // One array both instances reach (the fake array keeps its state in a file).
+    let mut backend = fake_backend("shared", "file", &[("p1", ssd()), ("p2", ssd())]);
+    backend["statePath"] = json!(tmp.path().join("array.json"));
+    // A secret, sealed in the log: every leader must open it, and etcd never sees it.
+    backend["password"] = json!(CANARY);
+    let leader_url = servers[0].as_ref().unwrap().url.clone();
+    create(&client, &leader_url, "backend", &backend).await;
+    create(
+        &client,
+        &leader_url,
+        "storageclass",
+        &json!({"name": "any"}),
+    )
+    .await;
+
+    // A standby serves reads and refuses writes, naming the leader.
+    let standby_url = servers[1].as_ref().unwrap().url.clone();
+    for _ in 0..500 {
+        let (status, _) = get_json(
+            &client,
+            &format!("{standby_url}/trident/v1/storageclass/any"),
+        )
+        .await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, class) = get_json(
+        &client,
+        &format!("{standby_url}/trident/v1/storageclass/any"),
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "the standby serves the replicated class: {class}"
+    );
+    let r = client
+        .post(format!("{standby_url}/trident/v1/volume"))
+        .json(&json!({"name": "on-standby", "size": "1Gi", "storageClass": "any"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("standby") && text.contains("the leader is a"),
+        "{text}"
+    );
+
+    let acked = Arc::new(Mutex::new(Acked::default()));
+    let mut leader = 0;
+    for round in 0..rounds {
+        let url = servers[leader].as_ref().unwrap().url.clone();
+        let tasks: Vec<_> = (0..6)
+            .map(|c| {
+                tokio::spawn(load(
+                    client.clone(),
+                    url.clone(),
+                    acked.clone(),
+                    format!("r{round}c{c}"),
+                    "1Gi",
+                    "any",
+                ))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(150 + rand::random::<u64>() % 400)).await;
+        servers[leader].as_mut().unwrap().kill();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let other = 1 - leader;
+        wait_role(&client, servers[other].as_ref().unwrap(), "leader").await;
+        // The new leader opened the sealed password with the shared key.
+        let url = &servers[other].as_ref().unwrap().url;
+        let mut state = Value::Null;
+        for _ in 0..500 {
+            state = get_json(&client, &format!("{url}/trident/v1/backend/shared"))
+                .await
+                .1;
+            if state["backend"]["state"] == "online" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            state["backend"]["state"], "online",
+            "round {round}: {state}"
+        );
+        let names = volume_names(&client, &servers[other].as_ref().unwrap().url).await;
+        {
+            let acked = acked.lock().unwrap();
+            for v in &acked.live {
+                assert!(
+                    names.contains(v),
+                    "round {round}: acknowledged volume {v} is lost"
+                );
+            }
+            for v in &acked.deleted {
+                assert!(
+                    !names.contains(v),
+                    "round {round}: acknowledged delete of {v} came back"
+                );
+            }
+        }
+        // The killed one comes back as a standby of the new leader and catches up.
+        servers[leader] = Some(Server::start_with(
+            &dirs[leader],
+            &serve_args(&etcd, &key, ids[leader]),
+            &[],
+        ));
+        let back = servers[leader].as_ref().unwrap();
+        wait_role(&client, back, &format!("standby of {}", ids[other])).await;
+        let new_leader_url = servers[other].as_ref().unwrap().url.clone();
+        let mut seen = (BTreeSet::new(), BTreeSet::new());
+        for _ in 0..500 {
+            seen = (
+                volume_names(&client, &back.url).await,
+                volume_names(&client, &new_leader_url).await,
+            );
+            if seen.0 == seen.1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            seen.0,
+            seen.1,
+            "round {round}: the standby did not catch up; its log:\n{}\nthe leader's log:\n{}",
+            back.log(),
+            servers[other].as_ref().unwrap().log()
+        );
+        leader = other;
+    }
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    assert!(!acked.live.is_empty(), "the load made no volumes at all");
+    let everything = etcd
+        .call("/v3/kv/range", json!({"key": "AA==", "range_end": "AA=="}))
+        .await;
+    let kvs = everything["kvs"].as_array().expect("etcd holds the log");
+    for kv in kvs {
+        use base64::Engine;
+        let value = base64::engine::general_purpose::STANDARD
+            .decode(kv["value"].as_str().unwrap_or_default())
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&value).contains(CANARY),
+            "the password is in etcd in clear text"
+        );
+    }
+
+    // Both logs are the same chain, record for record.
+    for s in servers.iter_mut().flatten() {
+        s.stop();
+    }
+    let a = EventLog::open(&dirs[0].join("log"), Durability::Flush).unwrap();
+    let b = EventLog::open(&dirs[1].join("log"), Durability::Flush).unwrap();
+    assert_eq!(a.verify().first_bad, None);
+    assert_eq!(b.verify().first_bad, None);
+    assert_eq!(a.head(), b.head(), "both logs end at the same record");
+    let head = a.head().0;
+    for seq in 1..=head {
+        assert_eq!(a.raw_frame(seq), b.raw_frame(seq), "record {seq} differs");
+    }
+    eprintln!(
+        "{rounds} takeovers: {} volumes acknowledged, {} deletes, {head} events",
+        acked.live.len(),
+        acked.deleted.len()
+    );
+}
+
+fn node(etcd: &Etcd, id: &str) -> Arc<Node> {
+    Node::new(ReplicationOptions {
+        endpoints: vec![etcd.endpoint.clone()],
+        prefix: "/storch-test".into(),
+        lease_ttl: Duration::from_secs(2),
+        identity: id.into(),
+    })
+    .unwrap()
+}
+
+async fn start_replicated(dir: &Path, node: Arc<Node>) -> CoreRuntime {
+    CoreRuntime::start(CoreOptions {
+        data_dir: dir.to_path_buf(),
+        replication: Some(node),
+        ..CoreOptions::default()
+    })
+    .await
+    .unwrap()
+}
+
+async fn wait_standby_of(rt: &CoreRuntime, leader: &str) {
+    wait_readiness(
+        "a standby",
+        rt,
+        |r| matches!(r, Readiness::Standby { leader: l } if l == leader),
+    )
+    .await;
+}
+
+async fn wait_readiness(what: &str, rt: &CoreRuntime, f: impl Fn(&Readiness) -> bool) {
+    let core = rt.core();
+    eventually(what, async || f(&core.readiness())).await;
+}
+
+fn volume(name: &str) -> storch::model::VolumeConfig {
+    serde_json::from_value(json!({"name": name, "size": "1Gi", "storageClass": "any"})).unwrap()
+}
+
+/// A leader on `dir` with backend `f` and class `any`.
+async fn set_up_leader(etcd: &Etcd, dir: &Path) -> CoreRuntime {
+    let rt = start_replicated(dir, node(etcd, "a")).await;
+    wait_ready(&rt.core()).await;
+    set_up(&rt).await;
+    rt
+}
+
+async fn set_up(rt: &CoreRuntime) {
+    let ctx = RequestCtx::new("setup");
+    let core = rt.core();
+    core.add_backend(&ctx, fake_backend("f", "file", &[("p", ssd())]))
+        .await
+        .unwrap();
+    core.add_storage_class(
+        &ctx,
+        serde_json::from_value(json!({"name": "any"})).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_it_rejoins() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+
+    let a = set_up_leader(&etcd, &dir_a).await;
+    let ctx = RequestCtx::new("t");
+    a.core().add_volume(&ctx, volume("before")).await.unwrap();
+
+    // Another instance takes the leadership from under a (as after a's lease expired while it
+    // was paused): the leader key is deleted, and b wins the election.
+    let b64 = |s: &str| base64_encode(s.as_bytes());
+    let r = etcd
+        .call(
+            "/v3/kv/deleterange",
+            json!({"key": b64("/storch-test/leader")}),
+        )
+        .await;
+    assert_eq!(r["deleted"], "1", "{r}");
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_ready(&b.core()).await;
+    assert!(
+        b.core().get_volume("before").is_ok(),
+        "b took in a's history"
+    );
+
+    // a still thinks it leads: its next write is fenced out, acknowledged to nobody, and a
+    // stops taking writes.
+    let err = a
+        .core()
+        .add_volume(&ctx, volume("fenced"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, storch::actors::CoreError::Unavailable(_)),
+        "{err:?}"
+    );
+    wait_readiness(
+        "a to give up",
+        &a,
+        |r| matches!(r, Readiness::Failed(why) if why.contains("lost the etcd leadership")),
+    )
+    .await;
+    assert!(!a.core().health().ready());
+    b.core().add_volume(&ctx, volume("after")).await.unwrap();
+    a.shutdown().await;
+
+    // a's log ends with the fenced write's intent, which etcd never took.
+    let log_a = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let last = log_a.read_from(log_a.head().0).next().unwrap().unwrap();
+    assert_eq!(last.stream, "volume/fenced", "{last:?}");
+    drop(log_a);
+
+    // Restarted, a cuts that tail back, follows b and serves what b acknowledged.
+    let a = start_replicated(&dir_a, node(&etcd, "a")).await;
+    wait_standby_of(&a, "b").await;
+    eventually("a to see b's write", async || {
+        a.core().get_volume("after").is_ok()
+    })
+    .await;
+    assert!(a.core().get_volume("before").is_ok());
+    assert!(
+        a.core().get_volume("fenced").is_err(),
+        "the unacknowledged create is gone"
+    );
+    let err = a.core().add_volume(&ctx, volume("x")).await.unwrap_err();
+    assert_eq!(err, storch::actors::CoreError::Standby("b".into()));
+
+    b.shutdown().await;
+    // b resigned on a clean stop: a takes over at once, without waiting out a lease.
+    wait_ready(&a.core()).await;
+    a.core().add_volume(&ctx, volume("a-again")).await.unwrap();
+    a.shutdown().await;
+
+    let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+    assert_eq!(la.verify().first_bad, None);
+    let shared = lb.head().0;
+    assert!(la.head().0 > shared);
+    for seq in 1..=shared {
+        assert_eq!(la.raw_frame(seq), lb.raw_frame(seq), "record {seq} differs");
+    }
+    // So the fenced intent, once at one of these sequences, is gone from a's log.
+    assert!(
+        la.read_from(1)
+            .all(|e| e.unwrap().stream != "volume/fenced")
+    );
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the_leader() {
+    let _heavy = crate::support::heavy();
+    let mut etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let key = shared_key(tmp.path());
+    let dir = tmp.path().join("a");
+    let client = storch::api::tls::client();
+    // A TTL that outlasts an etcd restart.
+    let mut a = Server::start_with(&dir, &serve_args_ttl(&etcd, &key, "a", "6s"), &[]);
+    wait_role(&client, &a, "leader").await;
+    let mut backend = fake_backend("shared", "file", &[("p1", ssd())]);
+    backend["statePath"] = json!(tmp.path().join("array.json"));
+    create(&client, &a.url, "backend", &backend).await;
+    create(&client, &a.url, "storageclass", &json!({"name": "any"})).await;
+
+    // etcd dies under load and is back within the lease TTL: writes stall, then go on; none
+    // that was acknowledged is missing afterwards.
+    let acked = Arc::new(Mutex::new(Acked::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in 0..4 {
+        let (client, url, acked, stop) =
+            (client.clone(), a.url.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("c{c}-{i}");
+                i += 1;
+                let r = client
+                    .post(format!("{url}/trident/v1/volume"))
+                    .json(&json!({"name": name, "size": "1Gi", "storageClass": "any"}))
+                    .send()
+                    .await;
+                if let Ok(r) = r
+                    && r.status() == 201
+                {
+                    acked.lock().unwrap().live.insert(name);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    etcd.kill();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    etcd.restart().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    wait_role(&client, &a, "leader").await;
+    let before = acked.lock().unwrap().live.len();
+    assert!(before > 0, "the load made no volumes");
+
+    // A standby started now gets everything from etcd alone.
+    let mut b = Server::start_with(&tmp.path().join("b"), &serve_args(&etcd, &key, "b"), &[]);
+    wait_role(&client, &b, "standby of a").await;
+    let mut names = BTreeSet::new();
+    for _ in 0..500 {
+        names = volume_names(&client, &b.url).await;
+        if acked.lock().unwrap().live.iter().all(|v| names.contains(v)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for v in &acked.lock().unwrap().live {
+        assert!(names.contains(v), "acknowledged volume {v} is not in etcd");
+    }
+    b.stop();
+
+    // etcd gone for longer than the TTL: the leader stops writing and exits, saying why.
+    etcd.kill();
+    let mut status = None;
+    for _ in 0..1000 {
+        if let Ok(Some(s)) = a.child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = status.unwrap_or_else(|| panic!("the leader kept running; log:\n{}", a.log()));
+    assert!(!status.success());
+    assert!(a.log().contains("lost its etcd leadership"), "{}", a.log());
+
+    // With etcd back, it starts again and leads with everything it had.
+    etcd.restart().await;
+    let a2 = Server::start_with(&dir, &serve_args(&etcd, &key, "a"), &[]);
+    wait_role(&client, &a2, "leader").await;
+    let names = volume_names(&client, &a2.url).await;
+    for v in &acked.lock().unwrap().live {
+        assert!(names.contains(v), "acknowledged volume {v} is lost");
+    }
+    drop(a2);
+    a.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_never_serves_records_etcd_does_not_hold() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = set_up_leader(&etcd, &dir_a).await;
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    eventually("b to follow", async || {
+        b.core().get_storage_class("any").is_ok()
+    })
+    .await;
+    b.shutdown().await;
+
+    // b's log gets a record etcd never saw (as a leader killed between its local flush and
+    // its etcd commit leaves behind).
+    {
+        let log = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+        let appender = log.start_writer(Arc::new(storch::log::DiscardSink));
+        let phantom = storch::events::Event::StorageClass {
+            name: "phantom".into(),
+            event: storch::events::StorageClassEvent::Added {
+                config: serde_json::from_value(json!({"name": "phantom"})).unwrap(),
+            },
+        };
+        appender
+            .append("test", vec![(&phantom).into()])
+            .await
+            .unwrap();
+        drop(appender);
+        log.shutdown().await.unwrap();
+    }
+
+    // While a leads (and writes nothing), b comes back without the phantom record.
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    assert!(b.core().get_storage_class("any").is_ok());
+    assert!(
+        b.core().get_storage_class("phantom").is_err(),
+        "the standby serves a record etcd does not hold"
+    );
+    b.shutdown().await;
+    a.shutdown().await;
+    let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+    assert_eq!(la.head(), lb.head(), "b's log was cut back to etcd's");
+}
+
+/// The `storch.io/role` label of a pod in the fake API server.
+fn pod_role(kube: &FakeKube, pod: &str) -> Option<String> {
+    kube.get("pods", Some("storch"), pod)?
+        .pointer("/metadata/labels/storch.io~1role")?
+        .as_str()
+        .map(String::from)
+}
+
+async fn wait_pod_role(kube: &FakeKube, pod: &str, role: &str) {
+    kube.wait_for(
+        |k| pod_role(k, pod).as_deref() == Some(role),
+        Duration::from_secs(30),
+        &format!("pod {pod} labelled {role}"),
+    )
+    .await;
+}
+
+/// A replicated core with the Kubernetes frontend, in pod `pod` of namespace `storch`.
+async fn start_in_pod(rt: &CoreRuntime, kube: &FakeKube, pod: &str) -> Frontend {
+    let mut opts = KubeOptions::new(KubeSource::ApiServer(kube.url.clone()));
+    opts.namespace = Some("storch".into());
+    opts.identity = Some(pod.into());
+    opts.lease_duration = Duration::from_secs(2);
+    opts.role_labels = true;
+    opts.pod_name = Some(pod.into());
+    Frontend::start(rt.core(), opts).await.unwrap()
+}
+
+/// With the Kubernetes frontend, each replica labels its own pod with its etcd role (what the
+/// chart's Service selects): `standby` from the start, also while the rest of the frontend
+/// waits for the core to lead, and after failed patches (retried); `leader` once it leads.
+/// A leader stopped cleanly steps down to `standby`, and the standby that takes over becomes
+/// `leader`. The pod's other labels are left alone (a merge patch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_labelled_with_their_etcd_role_and_the_labels_flip_on_takeover() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let kube = FakeKube::start().await;
+    for pod in ["storch-0", "storch-1"] {
+        kube.put(
+            "pods",
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "namespace": "storch", "labels": {"app": "storch"}},
+                "spec": {"containers": [{"name": "storch", "image": "storch"}]},
+            }),
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+
+    let a = start_replicated(&tmp.path().join("a"), node(&etcd, "storch-0")).await;
+    wait_ready(&a.core()).await;
+    let frontend_a = start_in_pod(&a, &kube, "storch-0").await;
+    wait_pod_role(&kube, "storch-0", "leader").await;
+
+    let b = start_replicated(&tmp.path().join("b"), node(&etcd, "storch-1")).await;
+    wait_standby_of(&b, "storch-0").await;
+    kube.fail("PATCH", "pods", 2, 500);
+    let frontend_b = start_in_pod(&b, &kube, "storch-1").await;
+    wait_pod_role(&kube, "storch-1", "standby").await;
+    assert!(
+        matches!(b.core().readiness(), Readiness::Standby { .. }),
+        "labelled while still a standby"
+    );
+    let failed_patches = kube
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.name.as_deref() == Some("storch-1"))
+        .count();
+    assert!(
+        failed_patches >= 3,
+        "two failures, then the patch: {failed_patches}"
+    );
+    assert_eq!(pod_role(&kube, "storch-0").as_deref(), Some("leader"));
+
+    // Takeover: the leader stops cleanly (frontend first, as `serve` does, then the core,
+    // which resigns).
+    frontend_a.shutdown().await;
+    assert_eq!(pod_role(&kube, "storch-0").as_deref(), Some("standby"));
+    a.shutdown().await;
+    wait_ready(&b.core()).await;
+    wait_pod_role(&kube, "storch-1", "leader").await;
+    let labels = kube
+        .get("pods", Some("storch"), "storch-1")
+        .unwrap()
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap();
+    assert_eq!(labels, json!({"app": "storch", "storch.io/role": "leader"}));
+
+    frontend_b.shutdown().await;
+    b.shutdown().await;
+    kube.shutdown().await;
+}

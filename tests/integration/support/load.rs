@@ -1,0 +1,101 @@
+//! The crash tests' load: volumes created and deleted through the REST API until the server
+//! goes away, recording what was acknowledged.
+
+/// What a crash-test load saw acknowledged.
+#[derive(Default)]
+pub struct Acked {
+    /// Volumes whose create was acknowledged (and not deleted since).
+    pub live: std::collections::BTreeSet<String>,
+    /// Volumes whose delete was acknowledged.
+    pub deleted: std::collections::BTreeSet<String>,
+}
+
+/// Creates `TAG-0`, `TAG-1`, … of `size` in `class` until the server goes away, deleting an
+/// acknowledged volume every third step; records what was acknowledged.
+pub async fn load(
+    client: reqwest::Client,
+    url: String,
+    acked: std::sync::Arc<std::sync::Mutex<Acked>>,
+    tag: String,
+    size: &'static str,
+    class: &'static str,
+) {
+    for i in 0.. {
+        let name = format!("{tag}-{i}");
+        let body = serde_json::json!({"name": name, "size": size, "storageClass": class});
+        match client
+            .post(format!("{url}/trident/v1/volume"))
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
+                acked.lock().unwrap().live.insert(name.clone());
+            }
+            Ok(_) => {}
+            Err(_) => return, // the server is gone
+        }
+        if i % 3 == 2 {
+            // A delete in flight when the server dies may or may not happen: the volume leaves
+            // `live` before the request is sent, and joins `deleted` only once acknowledged.
+            let victim = acked.lock().unwrap().live.pop_first();
+            if let Some(v) = victim {
+                match client
+                    .delete(format!("{url}/trident/v1/volume/{v}"))
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == reqwest::StatusCode::OK => {
+                        acked.lock().unwrap().deleted.insert(v);
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+}
+
+/// After a crash test's last start of `server`: waits until every volume it lists is online
+/// (reconciliation finished the interrupted creates and deletes), then checks that each volume
+/// is listed once, that every acknowledged create is there and no acknowledged delete is.
+/// Returns the volumes listed and what the load saw acknowledged.
+pub async fn check_acknowledged(
+    client: &reqwest::Client,
+    server: &super::Server,
+    acked: &std::sync::Mutex<Acked>,
+) -> (std::collections::BTreeSet<String>, Acked) {
+    let url = format!("{}/trident/v1/volume", server.url);
+    let mut names: Vec<String> = Vec::new();
+    super::eventually("every volume online", async || {
+        let (_, list) = super::get_json(client, &url).await;
+        names = serde_json::from_value(list["volumes"].clone()).unwrap_or_default();
+        for n in &names {
+            let (_, v) = super::get_json(client, &format!("{url}/{n}")).await;
+            if v["volume"]["state"] != "online" {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let known: std::collections::BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(known.len(), names.len(), "every volume is listed once");
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    assert!(
+        !acked.live.is_empty(),
+        "the load made no volumes at all; log:\n{}",
+        server.log()
+    );
+    for v in &acked.live {
+        assert!(known.contains(v), "acknowledged volume {v} is lost");
+    }
+    for v in &acked.deleted {
+        assert!(!known.contains(v), "acknowledged delete of {v} came back");
+    }
+    for n in &names {
+        let (_, v) = super::get_json(client, &format!("{url}/{n}")).await;
+        assert_eq!(v["volume"]["state"], "online", "{n} did not settle: {v}");
+    }
+    (known, acked)
+}
