@@ -103,7 +103,7 @@ impl Api {
         let server = tokio::spawn(storch::api::serve(listener, runtime.core(), async move {
             let _ = stopped.await;
         }));
-        let client = storch::api::tls::client_builder()
+        let client = common::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
             .build()
@@ -1992,7 +1992,7 @@ async fn a_413_says_connection_close() {
 async fn the_real_binary_serves_the_api() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let client = storch::api::tls::client();
+    let client = common::client();
     let mut server = Server::start(&data, &[]);
     server.wait_ready(&client).await;
     let url = server.url.clone();

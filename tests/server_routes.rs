@@ -43,7 +43,7 @@ fn is_rfc3339_ms(s: &str) -> bool {
 async fn snapshots_lifecycle_and_clone_from_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = storch::api::tls::client();
+    let c = common::client();
     lab(&c, &s).await;
     volume(&c, &s, "v1", "fast").await;
 
@@ -138,7 +138,7 @@ fn pairs(list: &Value) -> Vec<String> {
 async fn snapshot_refusals_are_clear_4xx() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = storch::api::tls::client();
+    let c = common::client();
     lab(&c, &s).await;
     volume(&c, &s, "v1", "fast").await;
     volume(&c, &s, "h1", "slow").await;
@@ -212,7 +212,7 @@ async fn snapshot_refusals_are_clear_4xx() {
 async fn resize_grows_volumes_and_refuses_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = storch::api::tls::client();
+    let c = common::client();
     lab(&c, &s).await;
     volume(&c, &s, "v1", "fast").await;
     let resize = |v: &str| s.url(&format!("/trident/v1/volume/{v}/resize"));
@@ -277,7 +277,7 @@ async fn resize_grows_volumes_and_refuses_the_rest() {
 async fn explain_shows_every_pool_and_checks_its_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = storch::api::tls::client();
+    let c = common::client();
     lab(&c, &s).await;
     let explain = |q: &str| s.url(&format!("/trident/v1/storageclass/fast/explain{q}"));
 
@@ -352,7 +352,7 @@ async fn explain_shows_every_pool_and_checks_its_parameters() {
 async fn the_openapi_document_lists_every_route() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = storch::api::tls::client();
+    let c = common::client();
     let r = get(&c, &s.url("/openapi.json")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.headers["content-type"], "application/json");

@@ -291,7 +291,10 @@ struct ClientResult {
 #[derive(Clone)]
 enum Frontend {
     Core(Core),
-    Rest { http: reqwest::Client, base: String },
+    Rest {
+        http: crate::net::Client,
+        base: String,
+    },
 }
 
 impl Frontend {
@@ -313,7 +316,7 @@ impl Frontend {
                     .send()
                     .await;
                 match r {
-                    Ok(r) if r.status() == reqwest::StatusCode::CREATED => Ok(None),
+                    Ok(r) if r.status() == crate::net::StatusCode::CREATED => Ok(None),
                     _ => Err(()),
                 }
             }
@@ -329,7 +332,7 @@ impl Frontend {
                     .send()
                     .await
                 {
-                    Ok(r) if r.status() == reqwest::StatusCode::OK => Ok(()),
+                    Ok(r) if r.status() == crate::net::StatusCode::OK => Ok(()),
                     _ => Err(()),
                 }
             }
@@ -485,7 +488,7 @@ async fn run_in(
         let serving = tokio::spawn(crate::api::serve(listener, core.clone(), async move {
             let _ = stopped.await;
         }));
-        let http = crate::api::tls::client_builder()
+        let http = crate::net::client_builder()
             .pool_max_idle_per_host(opts.clients)
             .build()
             .map_err(|e| e.to_string())?;

@@ -70,6 +70,18 @@ pub fn rounds(var: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A default HTTP client, with the crypto provider installed first (the binaries install it in
+/// `main`; test processes here).
+pub fn client() -> reqwest::Client {
+    client_builder().build().unwrap()
+}
+
+/// An HTTP client builder, with the crypto provider installed first (see [`client`]).
+pub fn client_builder() -> reqwest::ClientBuilder {
+    storch::net::install_crypto_provider();
+    storch::net::client_builder()
+}
+
 /// GET `url`: the status and the JSON body (`Null` when it is not JSON).
 pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     let r = client.get(url).send().await.unwrap();

@@ -70,7 +70,6 @@ pub fn run(settings: ServeSettings) -> Result<(), ServeError> {
 async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     // First, so that a signal arriving during start-up still leads to a clean stop.
     let mut signals = Signals::install().map_err(ServeError::Signals)?;
-    crate::drivers::http::install_crypto_provider();
     let options = serve_options(&settings)?;
     if settings.insecure_listen {
         let missing = match (options.tls.is_some(), options.router.auth.is_some()) {
