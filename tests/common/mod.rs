@@ -73,7 +73,8 @@ pub fn rounds(var: &str, default: usize) -> usize {
 /// A default HTTP client, with the crypto provider installed first (the binaries install it in
 /// `main`; test processes here).
 pub fn client() -> reqwest::Client {
-    client_builder().build().unwrap()
+    storch::net::install_crypto_provider();
+    storch::net::client()
 }
 
 /// An HTTP client builder, with the crypto provider installed first (see [`client`]).
