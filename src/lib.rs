@@ -21,6 +21,7 @@ pub mod events;
 pub mod k8s;
 pub mod log;
 pub mod model;
+pub mod net;
 pub mod projections;
 pub mod replication;
 pub mod secrets;

@@ -1111,7 +1111,7 @@ async fn wait_for_intent(h: &Harness, name: &str) {
 async fn serve_answers_and_stops_gracefully() {
     let h = slow_core("1s").await;
     let (addr, stop, server) = start_server(h.core.clone(), Duration::from_secs(10)).await;
-    let client = crate::api::tls::client();
+    let client = crate::net::client();
     let base = format!("http://{addr}");
 
     let r = client
@@ -1156,7 +1156,7 @@ async fn serve_gives_up_on_stuck_requests_after_the_grace_period() {
     let h = slow_core("2s").await;
     let (addr, stop, server) = start_server(h.core.clone(), Duration::from_millis(200)).await;
     let stuck = tokio::spawn(async move {
-        crate::api::tls::client()
+        crate::net::client()
             .post(format!("http://{addr}/trident/v1/volume"))
             .body(r#"{"name":"v1","size":"1G","storageClass":"gold"}"#)
             .send()

@@ -34,20 +34,6 @@ pub enum TlsError {
     Config(#[source] rustls::Error),
 }
 
-/// A reqwest client builder, with the ring provider installed first: reqwest is built without
-/// a default provider, so a client built before one is installed panics.
-pub fn client_builder() -> reqwest::ClientBuilder {
-    crate::drivers::http::install_crypto_provider();
-    reqwest::Client::builder()
-}
-
-/// A default reqwest client (see [`client_builder`]).
-pub fn client() -> reqwest::Client {
-    client_builder()
-        .build()
-        .expect("a default reqwest client builds")
-}
-
 /// A TLS acceptor for the certificate chain in `cert` and the private key in `key` (PEM;
 /// PKCS#8, PKCS#1 or SEC1 keys).
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {

@@ -4,7 +4,7 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    storch::drivers::http::install_crypto_provider();
+    storch::net::install_crypto_provider();
     let cli = storch::sim::cli::Cli::parse();
     match storch::sim::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -8,7 +8,7 @@ use storch::cli::{Cli, Command, SettingsError, commands, logging};
 
 fn main() -> ExitCode {
     // First thing: ring is the only rustls crypto provider built in.
-    storch::drivers::http::install_crypto_provider();
+    storch::net::install_crypto_provider();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(_) => match run(cli) {

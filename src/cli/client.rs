@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode, Url};
+use crate::net::{CaError, Method, Response, StatusCode, Url};
 use serde_json::Value;
 
 use super::client_args::ClientArgs;
@@ -76,7 +76,7 @@ pub fn parse_server(raw: &str) -> CliResult<Url> {
 /// One server, one connection pool.
 pub struct RestClient {
     base: Url,
-    http: reqwest::Client,
+    http: crate::net::Client,
     token: Option<String>,
     debug: bool,
     /// `--ca-cert` was given.
@@ -85,25 +85,20 @@ pub struct RestClient {
 
 impl RestClient {
     pub fn new(settings: &ClientSettings) -> CliResult<RestClient> {
-        // reqwest is built without a default rustls provider (the binary installs ring first
-        // thing; this covers other callers).
-        crate::drivers::http::install_crypto_provider();
-        let mut builder = crate::api::tls::client_builder()
+        let mut builder = crate::net::client_builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("storch/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &settings.ca_cert {
             let pem = std::fs::read(path).map_err(|e| {
                 CliError::Settings(format!("could not read --ca-cert {}: {e}", path.display()))
             })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                CliError::Settings(format!("invalid --ca-cert {}: {e}", path.display()))
+            let certs = crate::net::trusted_certs(&pem).map_err(|e| {
+                let why = match e {
+                    CaError::Invalid(e) => e,
+                    CaError::Empty => "no PEM certificate in it".into(),
+                };
+                CliError::Settings(format!("invalid --ca-cert {}: {why}", path.display()))
             })?;
-            if certs.is_empty() {
-                return Err(CliError::Settings(format!(
-                    "invalid --ca-cert {}: no PEM certificate in it",
-                    path.display()
-                )));
-            }
             builder = builder.tls_certs_only(certs);
         }
         let http = builder
@@ -154,7 +149,7 @@ impl RestClient {
 
     /// A GET whose body is read by the caller as it arrives (a stream), once the status says
     /// success.
-    pub async fn open_stream(&self, url: Url) -> Result<reqwest::Response, RestError> {
+    pub async fn open_stream(&self, url: Url) -> Result<Response, RestError> {
         let response = self.send(Method::GET, url, None).await?;
         let status = response.status();
         if status.is_success() {
@@ -169,7 +164,7 @@ impl RestClient {
     }
 
     /// Turns a failure while reading a body into a [`RestError`].
-    pub fn body_error(&self, url: &Url, e: reqwest::Error) -> RestError {
+    pub fn body_error(&self, url: &Url, e: crate::net::Error) -> RestError {
         RestError::BadResponse {
             url: url.to_string(),
             detail: format!("the response broke off: {}", innermost(&e)),
@@ -206,7 +201,7 @@ impl RestClient {
         method: Method,
         url: Url,
         body: Option<&Value>,
-    ) -> Result<reqwest::Response, RestError> {
+    ) -> Result<Response, RestError> {
         if self.debug {
             // Request bodies are not shown: a backend's carries its passwords.
             let _ = writeln!(std::io::stderr(), "> {method} {url}");
@@ -278,15 +273,15 @@ fn error_message(body: &[u8]) -> String {
     }
 }
 
-/// The deepest cause: `Connection refused (os error 111)` rather than reqwest's wrapper.
+/// The deepest cause: `Connection refused (os error 111)` rather than the HTTP client's wrapper.
 fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {
         cause = next;
     }
     let message = cause.to_string();
-    if e.downcast_ref::<reqwest::Error>()
-        .is_some_and(reqwest::Error::is_timeout)
+    if e.downcast_ref::<crate::net::Error>()
+        .is_some_and(crate::net::Error::is_timeout)
     {
         return format!("timed out ({message})");
     }

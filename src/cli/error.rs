@@ -1,7 +1,7 @@
 //! Why a client or offline command failed. The binary prints `Error: <message>` on stderr and
 //! exits 1 for every variant.
 
-use reqwest::StatusCode;
+use crate::net::StatusCode;
 
 /// A failed REST call, before the command says what it was doing.
 #[derive(Debug, thiserror::Error)]

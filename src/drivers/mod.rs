@@ -6,7 +6,6 @@
 
 pub mod config;
 pub mod fake;
-pub mod http;
 pub mod local;
 pub mod ontap;
 pub mod registry;

@@ -396,7 +396,11 @@ async fn run_controllers(
 
 /// The delay after `failures` failures in a row: 1 s, doubling, at most `cap_secs`.
 fn doubling(failures: u32, cap_secs: u64) -> Duration {
-    Duration::from_secs((1u64 << failures.saturating_sub(1).min(16)).min(cap_secs))
+    crate::net::backoff(
+        failures,
+        Duration::from_secs(1),
+        Duration::from_secs(cap_secs),
+    )
 }
 
 /// Whether a kube error is the API's "not found".

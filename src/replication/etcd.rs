@@ -181,7 +181,7 @@ impl Etcd {
     /// A client for `endpoints` (see [`parse_endpoints`]).
     pub fn new(endpoints: &[String]) -> Result<Etcd, String> {
         let out = parse_endpoints(endpoints)?;
-        let http = crate::api::tls::client_builder()
+        let http = crate::net::client_builder()
             .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot build the etcd HTTP client: {e}"))?;

@@ -652,8 +652,9 @@ impl Node {
         puts: &[Op],
         first_key: &[u8],
     ) -> Result<(), String> {
-        let mut backoff = Duration::from_millis(20);
+        let mut attempt = 0u32;
         loop {
+            attempt += 1;
             let valid_until = self
                 .lease
                 .lock()
@@ -707,8 +708,12 @@ impl Node {
                     return Err(why);
                 }
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_millis(500));
+            let pause = crate::net::backoff(
+                attempt,
+                Duration::from_millis(20),
+                Duration::from_millis(500),
+            );
+            tokio::time::sleep(pause).await;
         }
     }
 }

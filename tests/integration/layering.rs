@@ -90,6 +90,7 @@ fn pure_layers_stay_pure() {
                 "api/",
                 "cli/",
                 "drivers/",
+                "net/",
                 "bench/",
                 "sim/",
                 "bin/",

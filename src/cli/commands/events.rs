@@ -57,7 +57,7 @@ pub async fn run(ctx: &Ctx, args: EventsArgs) -> CliResult<()> {
 
 /// Prints events as the server streams them (NDJSON) until it closes the stream, or the
 /// reader of our output goes away.
-async fn follow(ctx: &Ctx, url: reqwest::Url) -> CliResult<()> {
+async fn follow(ctx: &Ctx, url: crate::net::Url) -> CliResult<()> {
     let what = "could not follow events";
     let mut response = ctx
         .rest

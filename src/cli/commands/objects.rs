@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use reqwest::{StatusCode, Url};
+use crate::net::{StatusCode, Url};
 use serde_json::{Value, json};
 
 use super::client::Ctx;

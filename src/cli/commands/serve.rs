@@ -69,40 +69,15 @@ pub fn run(settings: ServeSettings) -> Result<(), ServeError> {
 
 async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     // First, so that a signal arriving during start-up still leads to a clean stop.
-    let mut signals = Signals::install().map_err(ServeError::Signals)?;
-    crate::drivers::http::install_crypto_provider();
+    let signals = Signals::install().map_err(ServeError::Signals)?;
     let options = serve_options(&settings)?;
-    if settings.insecure_listen {
-        let missing = match (options.tls.is_some(), options.router.auth.is_some()) {
-            (false, false) => "without TLS and without a bearer token",
-            (false, true) => "without TLS (the token travels in clear text)",
-            (true, false) => "without a bearer token",
-            (true, true) => "",
-        };
-        tracing::warn!(
-            address = %settings.listen.ip(),
-            "INSECURE: listening on a non-loopback address {missing} (--insecure-listen): \
-             anyone who can reach this port controls storch"
-        );
-    }
+    warn_if_insecure(&settings, &options);
 
     tracing::info!(data_dir = %settings.data_dir.display(), "starting the core");
     let mut core_options = settings.core_options();
-    let node = match &settings.replication {
-        Some(opts) => {
-            let node = crate::replication::Node::new(opts.clone()).map_err(ServeError::Etcd)?;
-            tracing::info!(
-                endpoints = ?node.endpoints(),
-                prefix = %opts.prefix,
-                identity = %node.identity(),
-                "replicating the event log through etcd"
-            );
-            Some(node)
-        }
-        None => None,
-    };
+    let node = replication_node(&settings)?;
     core_options.replication = node.clone();
-    let mut lost = node.as_ref().map(|n| n.lost());
+    let lost = node.as_ref().map(|n| n.lost());
     let core_runtime = CoreRuntime::start(core_options)
         .await
         .map_err(ServeError::Core)?;
@@ -144,34 +119,7 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
 
     let lost_reason = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
     let lost_slot = lost_reason.clone();
-    let shutdown = async move {
-        let leadership_lost = async {
-            match lost.as_mut() {
-                Some(rx) => {
-                    let seen = rx.wait_for(Option::is_some).await.map(|r| r.clone());
-                    match seen {
-                        Ok(reason) => reason.unwrap_or_default(),
-                        Err(_) => std::future::pending().await,
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let signal = tokio::select! {
-            signal = signals.recv() => signal,
-            reason = leadership_lost => {
-                tracing::error!(%reason, "lost the etcd leadership; shutting down");
-                *lost_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
-                "leadership lost"
-            }
-        };
-        tracing::info!(signal, "shutting down (send it again to exit at once)");
-        tokio::spawn(async move {
-            let signal = signals.recv().await;
-            tracing::warn!(signal, "second signal: exiting without a clean shutdown");
-            std::process::exit(FORCED_EXIT_CODE);
-        });
-    };
+    let shutdown = until_stopped(signals, lost, lost_slot);
     let declarative = settings
         .config
         .clone()
@@ -194,6 +142,77 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
         Some(reason) => Err(ServeError::LostLeadership(reason)),
         None => Ok(()),
     }
+}
+
+/// Warns that `--insecure-listen` exposes storch without TLS, a token, or both.
+fn warn_if_insecure(settings: &ServeSettings, options: &ServeOptions) {
+    if settings.insecure_listen {
+        let missing = match (options.tls.is_some(), options.router.auth.is_some()) {
+            (false, false) => "without TLS and without a bearer token",
+            (false, true) => "without TLS (the token travels in clear text)",
+            (true, false) => "without a bearer token",
+            (true, true) => "",
+        };
+        tracing::warn!(
+            address = %settings.listen.ip(),
+            "INSECURE: listening on a non-loopback address {missing} (--insecure-listen): \
+             anyone who can reach this port controls storch"
+        );
+    }
+}
+
+/// The etcd replication node, when replication is configured.
+fn replication_node(
+    settings: &ServeSettings,
+) -> Result<Option<std::sync::Arc<crate::replication::Node>>, ServeError> {
+    Ok(match &settings.replication {
+        Some(opts) => {
+            let node = crate::replication::Node::new(opts.clone()).map_err(ServeError::Etcd)?;
+            tracing::info!(
+                endpoints = ?node.endpoints(),
+                prefix = %opts.prefix,
+                identity = %node.identity(),
+                "replicating the event log through etcd"
+            );
+            Some(node)
+        }
+        None => None,
+    })
+}
+
+/// Resolves at the first signal, or when this instance loses its etcd leadership (the reason
+/// goes to `lost_slot`). A second signal then exits at once.
+async fn until_stopped(
+    mut signals: Signals,
+    mut lost: Option<tokio::sync::watch::Receiver<Option<String>>>,
+    lost_slot: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+) {
+    let leadership_lost = async {
+        match lost.as_mut() {
+            Some(rx) => {
+                let seen = rx.wait_for(Option::is_some).await.map(|r| r.clone());
+                match seen {
+                    Ok(reason) => reason.unwrap_or_default(),
+                    Err(_) => std::future::pending().await,
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let signal = tokio::select! {
+        signal = signals.recv() => signal,
+        reason = leadership_lost => {
+            tracing::error!(%reason, "lost the etcd leadership; shutting down");
+            *lost_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+            "leadership lost"
+        }
+    };
+    tracing::info!(signal, "shutting down (send it again to exit at once)");
+    tokio::spawn(async move {
+        let signal = signals.recv().await;
+        tracing::warn!(signal, "second signal: exiting without a clean shutdown");
+        std::process::exit(FORCED_EXIT_CODE);
+    });
 }
 
 /// Applies the config file once the core is ready, then again on every SIGHUP (re-reading the

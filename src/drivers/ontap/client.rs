@@ -1,5 +1,5 @@
 //! The ZAPI client: one POST per call, `results` status/errno/reason, paging of `-iter` calls,
-//! retries of the busy class (through `drivers::http`), and the mapping of errno values to the
+//! retries of the busy class (through `net`), and the mapping of errno values to the
 //! driver error classes (wire-protocols §1.6–1.7).
 
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::config::{OntapConfig, Secret};
 use super::xml::{self, Node};
 use crate::drivers::DriverError;
-use crate::drivers::http::{self, RetryPolicy};
+use crate::net::{self as http, RetryPolicy};
 
 /// errno values on the wire (wire-protocols §1.6).
 pub mod errno {

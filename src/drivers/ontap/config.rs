@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::drivers::config::{as_object, field, opt_str, wrong_type};
-use crate::drivers::http::TlsOptions;
 use crate::drivers::{CommonConfig, DriverError, DriverResult};
+use crate::net::TlsOptions;
 
 /// The smallest ONTAP volume (FlexVol, LUN, qtree quota): 20 MiB.
 pub const MIN_VOLUME_BYTES: u64 = 20 << 20;

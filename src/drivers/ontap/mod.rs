@@ -123,11 +123,7 @@ impl OntapDriver {
     }
 
     /// Replaces the ZAPI client's retry policy and page size (tests).
-    pub fn tune_client(
-        mut self,
-        retry: crate::drivers::http::RetryPolicy,
-        page_size: u32,
-    ) -> OntapDriver {
+    pub fn tune_client(mut self, retry: crate::net::RetryPolicy, page_size: u32) -> OntapDriver {
         self.client = self.client.with_retry(retry).with_page_size(page_size);
         self
     }

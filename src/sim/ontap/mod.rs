@@ -1,5 +1,9 @@
 //! A stateful ONTAP ZAPI simulator (wire-protocols §1.8).
 //!
+//! - `mod.rs` (this file): the server, authentication, SVM tunnelling, faults, persistence.
+//! - `api/`: the calls it answers, one file per object family behind one dispatch table.
+//! - `state.rs`: the simulated array (plain data, also the `--state` file format).
+//!
 //! - One endpoint, `POST /servlets/netapp.servlets.admin.XMLrequest_filer`; other paths 404, a
 //!   GET answers a failed result; Basic auth (configurable) or 401; API errors are HTTP 200
 //!   with a failed `results` element; the real prolog (single quotes, `netapp_gx.dtd`).

@@ -666,7 +666,7 @@ async fn binder_binds_releases_and_loses() {
 
 #[tokio::test]
 async fn kubeconfig_file_reaches_the_fake() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    storch::net::install_crypto_provider();
     let fake = FakeKube::start().await;
     let dir = tempfile::tempdir().unwrap();
     let path = fake.kubeconfig(dir.path());

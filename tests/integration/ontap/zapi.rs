@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 use storch::drivers::CommonConfig;
 use storch::drivers::DriverError;
-use storch::drivers::http::RetryPolicy;
 use storch::drivers::ontap::client::{ZapiClient, ZapiError};
 use storch::drivers::ontap::config::OntapConfig;
 use storch::drivers::ontap::xml::{self, Node};
+use storch::net::RetryPolicy;
 use storch::sim::http::{Handler, HttpResponse, SelfSigned, Server};
 
 const PROLOG: &str = "<?xml version='1.0' encoding='UTF-8' ?>\n<!DOCTYPE netapp SYSTEM 'file:/etc/netapp_gx.dtd'>\n<netapp version='1.180' xmlns='http://www.netapp.com/filer/admin'>\n";
@@ -28,7 +28,7 @@ struct Canned {
 }
 
 async fn canned(responses: Vec<(u16, String)>) -> Canned {
-    storch::drivers::http::install_crypto_provider();
+    storch::net::install_crypto_provider();
     let cert = SelfSigned::generate(&[]).unwrap();
     let queue = Arc::new(Mutex::new(VecDeque::from(responses)));
     let requests = Arc::new(Mutex::new(Vec::new()));

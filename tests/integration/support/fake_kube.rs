@@ -264,7 +264,7 @@ impl FakeKube {
 
     /// A kube client for the fake, default namespace `default`.
     pub fn client(&self) -> kube::Client {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        storch::net::install_crypto_provider();
         let config = kube::Config::new(self.url.parse().unwrap());
         kube::Client::try_from(config).unwrap()
     }

@@ -134,7 +134,7 @@ pub async fn https(
     token: Option<&str>,
     body: &str,
 ) -> std::io::Result<Answer> {
-    storch::drivers::http::install_crypto_provider();
+    storch::net::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();

@@ -21,6 +21,19 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use storch::actors::{Core, CoreOptions, CoreRuntime};
 
+/// A default HTTP client, with the crypto provider installed first (the binaries install it in
+/// `main`; test processes here).
+pub fn client() -> reqwest::Client {
+    storch::net::install_crypto_provider();
+    storch::net::client()
+}
+
+/// An HTTP client builder, with the crypto provider installed first (see [`client`]).
+pub fn client_builder() -> reqwest::ClientBuilder {
+    storch::net::install_crypto_provider();
+    storch::net::client_builder()
+}
+
 /// A fake backend config with the given pools (each with the given offers and 100 GiB).
 pub fn fake_backend(name: &str, protocol: &str, pools: &[(&str, Value)]) -> Value {
     let mut p = serde_json::Map::new();

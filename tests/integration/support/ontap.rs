@@ -11,7 +11,7 @@ pub const MIB: u64 = 1 << 20;
 
 /// Starts a TLS simulator on 127.0.0.1:0 with its certificate in `dir`.
 pub async fn sim_in(dir: &std::path::Path, mut opts: SimOptions) -> OntapSim {
-    storch::drivers::http::install_crypto_provider();
+    storch::net::install_crypto_provider();
     opts.tls = true;
     if opts.cert_out.is_none() {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -48,7 +48,7 @@ pub fn driver(doc: &Value) -> OntapDriver {
     OntapDriver::from_config(doc, &common)
         .expect("ONTAP config")
         .tune_client(
-            storch::drivers::http::RetryPolicy {
+            storch::net::RetryPolicy {
                 max_attempts: 4,
                 base_delay: std::time::Duration::from_millis(5),
                 max_delay: std::time::Duration::from_millis(20),

@@ -1,66 +1,14 @@
-//! What every HTTP-speaking driver family shares: the TLS set-up of its reqwest client and
-//! retry with exponential backoff. Written once here; families only say which of their errors
-//! are worth retrying.
-//!
-//! TLS uses rustls with the ring provider only (never aws-lc-rs): [`install_crypto_provider`]
-//! installs it process-wide before any client is built.
+//! Retry with exponential backoff: the one doubling formula ([`backoff`]), the policy the
+//! array drivers retry calls with ([`RetryPolicy`], [`retry`]), and which HTTP failures are
+//! worth retrying.
 
 use std::future::Future;
 use std::time::Duration;
 
-/// Installs rustls' ring provider as the process default. Idempotent; an already installed
-/// provider (ours or someone else's) is kept.
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-/// How a driver checks the array's certificate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsOptions {
-    /// Verify the server certificate (the default). `false` accepts anything.
-    pub verify: bool,
-    /// PEM certificates to trust *instead of* the system roots.
-    pub trusted_ca_pem: Option<String>,
-}
-
-/// Why a client could not be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ClientBuildError {
-    #[error("trustedCACertificate is not a PEM certificate: {0}")]
-    BadCertificate(String),
-    #[error("cannot build the HTTP client: {0}")]
-    Build(String),
-}
-
-/// A reqwest client with the given TLS options and per-request timeout. Never contacts
-/// anything.
-pub fn build_client(
-    tls: &TlsOptions,
-    timeout: Duration,
-) -> Result<reqwest::Client, ClientBuildError> {
-    install_crypto_provider();
-    let mut builder = reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .pool_idle_timeout(Duration::from_secs(30));
-    if !tls.verify {
-        builder = builder.tls_danger_accept_invalid_certs(true);
-    } else if let Some(pem) = &tls.trusted_ca_pem {
-        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-            .map_err(|e| ClientBuildError::BadCertificate(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(ClientBuildError::BadCertificate(
-                "no certificate found".into(),
-            ));
-        }
-        builder = builder.tls_certs_only(certs);
-    }
-    builder
-        .build()
-        .map_err(|e| ClientBuildError::Build(e.to_string()))
+/// The delay after failed attempt `attempt` (1-based): `base` × 2^(attempt−1), at most `cap`.
+pub fn backoff(attempt: u32, base: Duration, cap: Duration) -> Duration {
+    let exp = attempt.saturating_sub(1).min(20);
+    base.saturating_mul(1u32 << exp).min(cap)
 }
 
 /// Retry with exponential backoff and jitter.
@@ -95,11 +43,7 @@ impl RetryPolicy {
     /// The delay after failed attempt `attempt` (1-based): base × 2^(attempt−1), capped, with
     /// ±25 % jitter so that many callers do not retry in lockstep.
     pub fn delay(&self, attempt: u32) -> Duration {
-        let exp = attempt.saturating_sub(1).min(20);
-        let raw = self
-            .base_delay
-            .saturating_mul(1u32 << exp)
-            .min(self.max_delay);
+        let raw = backoff(attempt, self.base_delay, self.max_delay);
         let jitter = 0.75 + rand::random::<f64>() * 0.5;
         raw.mul_f64(jitter).min(self.max_delay)
     }
@@ -227,24 +171,16 @@ mod tests {
     }
 
     #[test]
-    fn client_options() {
-        let verify = TlsOptions {
-            verify: true,
-            trusted_ca_pem: None,
-        };
-        build_client(&verify, Duration::from_secs(5)).unwrap();
-        let insecure = TlsOptions {
-            verify: false,
-            trusted_ca_pem: None,
-        };
-        build_client(&insecure, Duration::from_secs(5)).unwrap();
-        let bad = TlsOptions {
-            verify: true,
-            trusted_ca_pem: Some("not a pem".into()),
-        };
-        assert!(matches!(
-            build_client(&bad, Duration::from_secs(5)),
-            Err(ClientBuildError::BadCertificate(_))
-        ));
+    fn backoff_doubles_to_its_cap() {
+        let secs: Vec<u64> = (1..=9)
+            .map(|n| backoff(n, Duration::from_secs(1), Duration::from_secs(60)).as_secs())
+            .collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        let cap = Duration::from_millis(500);
+        assert_eq!(
+            backoff(0, Duration::from_millis(20), cap),
+            Duration::from_millis(20)
+        );
+        assert_eq!(backoff(u32::MAX, Duration::from_millis(20), cap), cap);
     }
 }

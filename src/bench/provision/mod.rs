@@ -1,6 +1,9 @@
 //! `storch bench provision`: creates (and deletes, clones) volumes through the whole
 //! pipeline — validation, placement, durable intent, backend actor, outcome, projection — with
 //! C concurrent clients against B fake backends, and measures it against the disk's floor.
+//!
+//! - `mod.rs` (this file): options, the report's types, the clients and the run's steps.
+//! - `figures.rs`: recorder counts, replication figures, baselines and placement spread.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,8 +14,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
+mod figures;
+
+use self::figures::{baseline, count, distribution, finish_replication};
 use super::recorder::BenchRecorder;
-use super::{Percentiles, dir_bytes, fsync_p50, peak_rss_bytes};
+use super::{Percentiles, dir_bytes, peak_rss_bytes};
 use crate::actors::{Core, CoreOptions, CoreRuntime, RequestCtx};
 use crate::drivers::fake::Latency;
 use crate::log::Durability;
@@ -291,7 +297,10 @@ struct ClientResult {
 #[derive(Clone)]
 enum Frontend {
     Core(Core),
-    Rest { http: reqwest::Client, base: String },
+    Rest {
+        http: crate::net::Client,
+        base: String,
+    },
 }
 
 impl Frontend {
@@ -313,7 +322,7 @@ impl Frontend {
                     .send()
                     .await;
                 match r {
-                    Ok(r) if r.status() == reqwest::StatusCode::CREATED => Ok(None),
+                    Ok(r) if r.status() == crate::net::StatusCode::CREATED => Ok(None),
                     _ => Err(()),
                 }
             }
@@ -329,7 +338,7 @@ impl Frontend {
                     .send()
                     .await
                 {
-                    Ok(r) if r.status() == reqwest::StatusCode::OK => Ok(()),
+                    Ok(r) if r.status() == crate::net::StatusCode::OK => Ok(()),
                     _ => Err(()),
                 }
             }
@@ -430,12 +439,102 @@ pub async fn run_provision(
     result
 }
 
+/// The server of a REST run: how to stop it, and its task.
+type Serving = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+);
+
+/// What the clients measured together.
+struct Driven {
+    latency: hdrhistogram::Histogram<u64>,
+    failed: u64,
+    placed: BTreeMap<(String, String), u64>,
+    elapsed: Duration,
+}
+
 async fn run_in(
     dir: &std::path::Path,
     opts: ProvisionOptions,
     progress: impl Fn(u64, u64) + Send + 'static,
 ) -> Result<ProvisionReport, String> {
     let recorder = BenchRecorder::global();
+    let (rt, replication) = start_core(dir, &opts).await?;
+    let core = rt.core();
+    if let Some(r) = recorder {
+        r.reset();
+    }
+    let (target, server) = frontend(&core, &opts).await?;
+    let opts = Arc::new(opts);
+    let mut driven = drive(target, opts.clone(), progress).await?;
+    if let Some((stop, serving)) = server {
+        let _ = stop.send(());
+        let _ = serving.await;
+        // Over REST the answers do not say where volumes landed; the core does.
+        if opts.mix != Mix::Churn {
+            for p in core.stats().pools {
+                let volumes = p.used_bytes / (1 << 30);
+                if volumes > 0 {
+                    driven.placed.insert((p.backend, p.pool), volumes);
+                }
+            }
+        }
+    }
+    let Driven {
+        latency,
+        failed,
+        placed,
+        elapsed,
+    } = driven;
+
+    let operations = latency.len();
+    let counted = count(recorder);
+    let pool_names: Vec<(String, String)> = core
+        .stats()
+        .pools
+        .into_iter()
+        .map(|p| (p.backend, p.pool))
+        .collect();
+    rt.shutdown().await;
+    let replicated = finish_replication(&replication, &opts, &counted, elapsed).await;
+
+    let log_bytes = dir_bytes(&dir.join("log"));
+    let volumes_made = placed.values().sum::<u64>().max(1);
+    let per_op = |n: u64| {
+        if operations == 0 {
+            0.0
+        } else {
+            n as f64 / operations as f64
+        }
+    };
+    let ops_per_sec = operations as f64 / elapsed.as_secs_f64().max(1e-9);
+    let baseline = baseline(dir, &opts, &counted, log_bytes, elapsed, ops_per_sec).await?;
+    Ok(ProvisionReport {
+        operations,
+        failed,
+        elapsed_s: elapsed.as_secs_f64(),
+        ops_per_sec,
+        latency: Percentiles::of(&latency),
+        split: counted.split,
+        events_per_op: per_op(counted.events),
+        flushes_per_op: per_op(counted.flushes),
+        peak_rss_bytes: peak_rss_bytes(),
+        log_bytes_per_volume: log_bytes as f64 / volumes_made as f64,
+        distribution: distribution(placed, &opts, pool_names),
+        baseline: Baseline {
+            replicated,
+            ..baseline
+        },
+        options: Arc::try_unwrap(opts).unwrap_or_else(|a| (*a).clone()),
+    })
+}
+
+/// Starts a core in `dir` (replicating to etcd if asked) with the benchmark's backends and
+/// its storage class.
+async fn start_core(
+    dir: &std::path::Path,
+    opts: &ProvisionOptions,
+) -> Result<(CoreRuntime, Option<Arc<crate::replication::Node>>), String> {
     let replication = match &opts.replicate_etcd {
         Some(endpoint) => Some(
             crate::replication::Node::new(crate::replication::ReplicationOptions {
@@ -461,7 +560,7 @@ async fn run_in(
     let setup = RequestCtx::new("bench-setup");
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     for i in 0..opts.backends {
-        core.add_backend(&setup, backend_doc(i, &opts, &run))
+        core.add_backend(&setup, backend_doc(i, opts, &run))
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -469,31 +568,42 @@ async fn run_in(
     core.add_storage_class(&setup, class)
         .await
         .map_err(|e| e.to_string())?;
-    if let Some(r) = recorder {
-        r.reset();
-    }
+    Ok((rt, replication))
+}
 
-    let (target, server) = if opts.via_rest {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| e.to_string())?;
-        let base = format!(
-            "http://{}",
-            listener.local_addr().map_err(|e| e.to_string())?
-        );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = tokio::spawn(crate::api::serve(listener, core.clone(), async move {
-            let _ = stopped.await;
-        }));
-        let http = crate::api::tls::client_builder()
-            .pool_max_idle_per_host(opts.clients)
-            .build()
-            .map_err(|e| e.to_string())?;
-        (Frontend::Rest { http, base }, Some((stop, serving)))
-    } else {
-        (Frontend::Core(core.clone()), None)
-    };
-    let opts = Arc::new(opts);
+/// Where the clients send their operations: the core itself, or (`via_rest`) a REST server
+/// on loopback, which the caller stops.
+async fn frontend(
+    core: &Core,
+    opts: &ProvisionOptions,
+) -> Result<(Frontend, Option<Serving>), String> {
+    if !opts.via_rest {
+        return Ok((Frontend::Core(core.clone()), None));
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let base = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(crate::api::serve(listener, core.clone(), async move {
+        let _ = stopped.await;
+    }));
+    let http = crate::net::client_builder()
+        .pool_max_idle_per_host(opts.clients)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok((Frontend::Rest { http, base }, Some((stop, serving))))
+}
+
+/// Runs the clients to the end, reporting progress, and adds up what they measured.
+async fn drive(
+    target: Frontend,
+    opts: Arc<ProvisionOptions>,
+    progress: impl Fn(u64, u64) + Send + 'static,
+) -> Result<Driven, String> {
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let ticker = {
@@ -522,176 +632,10 @@ async fn run_in(
     }
     let elapsed = started.elapsed();
     ticker.abort();
-    if let Some((stop, serving)) = server {
-        let _ = stop.send(());
-        let _ = serving.await;
-        // Over REST the answers do not say where volumes landed; the core does.
-        if opts.mix != Mix::Churn {
-            for p in core.stats().pools {
-                let volumes = p.used_bytes / (1 << 30);
-                if volumes > 0 {
-                    placed.insert((p.backend, p.pool), volumes);
-                }
-            }
-        }
-    }
-
-    let operations = latency.len();
-    let events = recorder
-        .map(|r| r.counter("storch_events_appended_total"))
-        .unwrap_or(0);
-    let flushes = recorder
-        .and_then(|r| r.histogram("storch_log_flush_seconds"))
-        .map(|h| h.len())
-        .unwrap_or(0);
-    let split = match recorder {
-        Some(r) => Split {
-            queueing: r
-                .histogram("storch_backend_queue_seconds")
-                .map(|h| Percentiles::of(&h)),
-            append: r
-                .histogram("storch_log_append_seconds")
-                .map(|h| Percentiles::of(&h)),
-            backend: r
-                .histogram("storch_driver_call_seconds")
-                .map(|h| Percentiles::of(&h)),
-            projection: r
-                .histogram("storch_projection_apply_seconds")
-                .map(|h| Percentiles::of(&h)),
-        },
-        None => Split::default(),
-    };
-    let pool_names: Vec<(String, String)> = core
-        .stats()
-        .pools
-        .into_iter()
-        .map(|p| (p.backend, p.pool))
-        .collect();
-    let etcd_txns = recorder
-        .map(|r| r.counter("storch_replication_txns_total"))
-        .unwrap_or(0);
-    rt.shutdown().await;
-    let replicated = match (&replication, &opts.replicate_etcd) {
-        (Some(node), Some(endpoint)) => {
-            // Leave nothing behind in etcd.
-            if let Err(e) = node.remove_all().await {
-                tracing::warn!(error = %e, "could not remove the benchmark's keys from etcd");
-            }
-            Some(Replicated {
-                endpoint: endpoint.clone(),
-                events_per_sec: events as f64 / elapsed.as_secs_f64().max(1e-9),
-                events_per_txn: events as f64 / etcd_txns.max(1) as f64,
-            })
-        }
-        _ => None,
-    };
-
-    let log_bytes = dir_bytes(&dir.join("log"));
-    let volumes_made = placed.values().sum::<u64>().max(1);
-    let per_op = |n: u64| {
-        if operations == 0 {
-            0.0
-        } else {
-            n as f64 / operations as f64
-        }
-    };
-
-    // Baselines, in the same run and on the same disk.
-    let fsync = fsync_p50(dir, 200).map_err(|e| format!("fsync baseline: {e}"))?;
-    let record_bytes = if events == 0 {
-        256
-    } else {
-        (log_bytes / events.max(1)).clamp(64, 4096) as usize
-    };
-    let batch = if flushes == 0 {
-        64
-    } else {
-        (events / flushes.max(1)).max(1) as usize
-    };
-    let raw_dir = dir.join("raw-baseline");
-    let raw_records = events.clamp(1_000, 200_000);
-    let raw = crate::log::baseline::raw_group_commit(&raw_dir, raw_records, record_bytes, batch)
-        .await
-        .map_err(|e| format!("raw sled baseline: {e}"))?;
-    let _ = std::fs::remove_dir_all(&raw_dir);
-    let storch_events_per_sec = events as f64 / elapsed.as_secs_f64().max(1e-9);
-    let etcd = match &opts.etcd {
-        Some(endpoint) => Some(
-            super::etcd::txn_per_record(
-                endpoint,
-                events.clamp(100, 20_000),
-                record_bytes,
-                opts.clients,
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    let ratio_to_etcd = etcd
-        .as_ref()
-        .map(|e| storch_events_per_sec / e.records_per_sec.max(1e-9));
-    let ops_per_sec = operations as f64 / elapsed.as_secs_f64().max(1e-9);
-    let median = match Latency::parse(&opts.latency) {
-        Ok(Latency::Fixed(d)) => Some(d),
-        Ok(Latency::LogNormal { median, .. }) => Some(median),
-        _ => None,
-    }
-    .filter(|d| !d.is_zero());
-    let bound = median.map(|m| (opts.backends * opts.backend_limit) as f64 / m.as_secs_f64());
-
-    let total: u64 = placed.values().sum();
-    let all_pools: Vec<(String, String)> = match &opts.target {
-        None => (0..opts.backends)
-            .flat_map(|b| (0..opts.pools).map(move |p| (format!("bench{b}"), format!("p{p}"))))
-            .collect(),
-        Some(_) => pool_names,
-    };
-    let k = all_pools.len().max(1) as u64;
-    let expected = total as f64 / k as f64;
-    let mut chi = 0.0;
-    for pool in &all_pools {
-        let o = placed.get(pool).copied().unwrap_or(0) as f64;
-        if expected > 0.0 {
-            chi += (o - expected).powi(2) / expected;
-        }
-    }
-    let distribution = Distribution {
-        pools: placed
-            .into_iter()
-            .map(|((backend, pool), volumes)| PoolShare {
-                backend,
-                pool,
-                volumes,
-            })
-            .collect(),
-        chi_square: if opts.mix == Mix::Clone { 0.0 } else { chi },
-        degrees_of_freedom: k.saturating_sub(1),
-    };
-    Ok(ProvisionReport {
-        operations,
+    Ok(Driven {
+        latency,
         failed,
-        elapsed_s: elapsed.as_secs_f64(),
-        ops_per_sec,
-        latency: Percentiles::of(&latency),
-        split,
-        events_per_op: per_op(events),
-        flushes_per_op: per_op(flushes),
-        peak_rss_bytes: peak_rss_bytes(),
-        log_bytes_per_volume: log_bytes as f64 / volumes_made as f64,
-        distribution,
-        baseline: Baseline {
-            fsync_p50_us: fsync.as_micros() as u64,
-            raw_sled_records_per_sec: raw.records_per_sec(),
-            raw_record_bytes: record_bytes,
-            raw_batch: batch,
-            storch_events_per_sec,
-            ratio_to_raw: storch_events_per_sec / raw.records_per_sec().max(1e-9),
-            littles_law_ops_per_sec: bound,
-            share_of_bound: bound.map(|b| ops_per_sec / b),
-            etcd,
-            ratio_to_etcd,
-            replicated,
-        },
-        options: Arc::try_unwrap(opts).unwrap_or_else(|a| (*a).clone()),
+        placed,
+        elapsed,
     })
 }
