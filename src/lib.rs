@@ -25,4 +25,5 @@ pub mod projections;
 pub mod replication;
 pub mod secrets;
 pub mod sim;
+pub mod wire;
 pub mod yaml;

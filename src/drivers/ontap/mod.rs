@@ -22,7 +22,6 @@ pub mod economy;
 pub mod flexgroup;
 pub mod nas;
 pub mod san;
-pub mod xml;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
@@ -30,14 +29,14 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use self::client::{ZapiClient, ZapiError, errno};
+use self::client::{ZapiClient, ZapiError};
 use self::config::{OntapConfig, Variant, go_bool};
-use self::xml::Node;
 use super::{
     CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
     StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol, Request, VolumeConfig};
+use crate::wire::zapi::{Node, errno};
 
 pub use self::config::MIN_VOLUME_BYTES;
 

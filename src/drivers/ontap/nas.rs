@@ -2,7 +2,7 @@
 //! (get, destroy, resize, snapshots, clones) are shared with ontap-nas-flexgroup (a FlexGroup is
 //! one volume too) and ontap-san (whose LUN lives in its own FlexVol).
 
-use super::client::{VolumeCreate, VolumeRecord, ZapiError, errno};
+use super::client::{VolumeCreate, VolumeRecord, ZapiError};
 use super::config::Variant;
 use super::{
     Discovered, OntapDriver, VolumeOptions, clone_snapshot_name, not_found, now_ms,
@@ -11,6 +11,7 @@ use super::{
 use crate::drivers::{
     CloneRequest, CreateRequest, DriverError, DriverResult, SnapshotInfo, VolumeInfo,
 };
+use crate::wire::zapi::errno;
 
 /// The volume style a variant keeps its volumes in.
 pub(super) fn style(drv: &OntapDriver) -> &'static str {

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::state::{Array, ExportRule, Igroup, Job, Lun, Qtree, Snapshot, Svm, Volume, now_secs};
-use crate::drivers::ontap::client::errno;
-use crate::drivers::ontap::xml::Node;
+use crate::wire::zapi::{Node, errno};
 
 /// A failed call: errno and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,7 +341,7 @@ fn tag_for(api: &str, svm: &str, key: &str) -> String {
 }
 
 fn key_from_tag(tag: &str) -> Option<String> {
-    let n = crate::drivers::ontap::xml::parse(tag).ok()?;
+    let n = crate::wire::zapi::parse(tag).ok()?;
     n.text_at("key-1").map(str::to_string)
 }
 
