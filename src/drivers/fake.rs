@@ -65,8 +65,8 @@ use serde_json::{Map, Value, json};
 
 use super::config::{as_object, field, opt_str, wrong_type};
 use super::{
-    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
-    StorageDriver, VolumeInfo,
+    Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
+    SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
@@ -597,6 +597,15 @@ impl FakeDriver {
             access.iscsi_target_secret = CHAP_TARGET_SECRET.to_string();
         }
         access
+    }
+}
+
+/// How a fake volume attaches: iSCSI when its access info names a target, else NFS.
+pub fn attachment(access: &AccessInfo) -> Attachment {
+    if access.iscsi_target_iqn.is_empty() {
+        Attachment::Nfs
+    } else {
+        Attachment::Iscsi
     }
 }
 

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
 
 pub use config::CommonConfig;
-pub use registry::{BuiltDriver, build_driver};
+pub use registry::{BuiltDriver, attachment, build_driver};
 
 /// A driver error, classified by what the caller can do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,6 +66,19 @@ pub struct Discovery {
     pub pools: Vec<PoolInfo>,
     /// Free bytes per pool, where known (changes with every create; not an event).
     pub free_bytes: BTreeMap<String, u64>,
+}
+
+/// How a host attaches a volume: the kind of source a frontend writes for it (a Kubernetes
+/// PV's `nfs`, `iscsi` or `local`). Each family says which of its volumes use which;
+/// [`attachment`] derives it from what is stored for a volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attachment {
+    /// An NFS export: `nfsServerIp` and `nfsPath`.
+    Nfs,
+    /// An iSCSI target and LUN: portals, IQN, LUN number, CHAP user.
+    Iscsi,
+    /// A path on the host storch runs on: `localPath`.
+    LocalPath,
 }
 
 /// A volume as the array holds it.

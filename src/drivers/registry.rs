@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
-use super::fake::FakeDriver;
-use super::local::LocalDriver;
+use super::fake::{self, FakeDriver};
+use super::local::{self, LocalDriver};
 use super::ontap::OntapDriver;
-use super::{CommonConfig, DriverError, StorageDriver};
+use super::ontap::config::Variant;
+use super::{Attachment, CommonConfig, DriverError, StorageDriver};
+use crate::model::AccessInfo;
 
 /// Trident driver names that this build knows but cannot serve yet.
 pub const UNAVAILABLE_DRIVERS: &[&str] = &["solidfire-san", "eseries-iscsi", "nexentastor-iscsi"];
@@ -43,6 +45,20 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
         }
     };
     Ok(BuiltDriver { driver, common })
+}
+
+/// How the volumes of a backend served by `driver` attach, from what is stored for a volume
+/// (its backend's driver name and its access info): the one place that knows it, for volumes
+/// just created and volumes read from the log alike. `None` for a driver this build does not
+/// know.
+pub fn attachment(driver: &str, access: &AccessInfo) -> Option<Attachment> {
+    match driver {
+        fake::DRIVER_NAME => Some(fake::attachment(access)),
+        local::DRIVER_NAME => Some(local::ATTACHMENT),
+        // Trident's other iSCSI drivers, which this build does not serve.
+        "solidfire-san" | "eseries-iscsi" => Some(Attachment::Iscsi),
+        name => Variant::from_driver_name(name).map(Variant::attachment),
+    }
 }
 
 #[cfg(test)]

@@ -118,13 +118,16 @@ use serde_json::{Map, Value, json};
 pub use config::{LocalConfig, Media};
 
 use super::{
-    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
-    StorageDriver, VolumeInfo,
+    Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
+    SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol, Request, VolumeConfig};
 
 /// The `storageDriverName` of this driver.
 pub const DRIVER_NAME: &str = "local";
+
+/// How local volumes attach: by their path on this host, file or block alike.
+pub const ATTACHMENT: Attachment = Attachment::LocalPath;
 
 /// The smallest volume the driver makes: 1 MiB.
 pub const MIN_VOLUME_BYTES: u64 = 1 << 20;
