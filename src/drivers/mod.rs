@@ -3,6 +3,16 @@
 //! Drivers know `model` types (and, for arrays, reqwest and quick-xml); they never see events,
 //! actors or the log. Actors turn driver results into events. Errors are classified by what the
 //! caller can do with them.
+//!
+//! Files:
+//! - `mod.rs`: the trait, its request and result types, [`DriverError`], [`Attachment`].
+//! - `config.rs`: the common backend config fields and the JSON field helpers.
+//! - `registry.rs`: which family serves which `storageDriverName`, and how its volumes attach.
+//! - `conformance/`: the suite every driver runs.
+//! - `testing.rs`: helpers shared by the drivers' tests.
+//! - `fake/`, `local/`, `ontap/`: one folder per family, each with `mod.rs` (the trait impl
+//!   and its conformance run), `config.rs`, `client.rs` (array I/O), `wire.rs` (encodings)
+//!   and what the family needs beyond that.
 
 pub mod config;
 pub mod fake;
@@ -12,6 +22,7 @@ pub mod ontap;
 pub mod registry;
 
 pub mod conformance;
+pub mod testing;
 
 use std::collections::BTreeMap;
 
