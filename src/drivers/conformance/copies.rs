@@ -1,7 +1,11 @@
 //! Checks of what copies or changes a volume: snapshots, clones (of a volume and of a
 //! snapshot) and resize.
 
-use super::*;
+use super::{
+    Class, ConformanceOptions, Names, Support, check_info, clone_req, create_req, expect_class,
+    free_bytes, has_access, ok, supported,
+};
+use crate::drivers::{StorageDriver, VolumeInfo};
 
 pub(super) async fn check_snapshots(
     driver: &dyn StorageDriver,

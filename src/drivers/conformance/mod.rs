@@ -41,8 +41,6 @@
 mod copies;
 mod volumes;
 
-use std::collections::BTreeMap;
-
 use self::copies::{check_clones, check_resize, check_snapshots};
 use self::volumes::{
     check_bad_requests, check_capacity, check_concurrency, check_lifecycle, check_missing_volume,

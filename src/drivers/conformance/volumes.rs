@@ -1,7 +1,12 @@
 //! Checks of discovery, names and the volume lifecycle: missing volumes, create / get / list /
 //! destroy, bad requests, capacity and concurrency.
 
-use super::*;
+use super::{
+    Class, ConformanceOptions, Names, check_info, create_req, expect_class, expect_one_of,
+    free_bytes, has_access, ok,
+};
+use crate::drivers::{CreateRequest, DriverError, StorageDriver, VolumeInfo};
+use std::collections::BTreeMap;
 
 /// Discovery reports the pool, with a `backendType` offer, and a backend name.
 pub async fn check_discovery(driver: &dyn StorageDriver, pool: &str) {

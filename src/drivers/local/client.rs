@@ -1,7 +1,18 @@
 //! The pools on disk: opening a pool, the volume and snapshot objects under it, the metadata
 //! file's durable writes and recovery of interrupted calls at start.
 
-use super::*;
+use super::config::Media;
+use super::wire::{Kind, MetadataOut, Phase, VolumeRecord};
+use super::{
+    DRIVER_NAME, IMAGE_SUFFIX, METADATA_FILE, METADATA_FORMAT, METADATA_TMP, SNAPSHOTS_DIR,
+    VOLUMES_DIR, config, fs, media,
+};
+use crate::drivers::{DriverError, DriverResult, VolumeInfo};
+use crate::model::{AccessInfo, Offer};
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 
 /// An opened pool.
 #[derive(Debug)]

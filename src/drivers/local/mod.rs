@@ -120,30 +120,21 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
-use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 pub use config::{LocalConfig, Media};
 
-use self::client::{Pool, missing, object_name, open_pool, recover};
+use self::client::Pool;
 use self::state::State;
-use self::wire::{
-    Kind, MetadataOut, Phase, Provisioning, SnapshotRecord, VolumeRecord, load_records,
-};
-
 use super::{
     Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
     SnapshotInfo, StorageDriver, VolumeInfo,
 };
-use crate::model::{AccessInfo, Offer, PoolInfo, Protocol, Request, VolumeConfig};
+use crate::model::{AccessInfo, VolumeConfig};
 
 /// The `storageDriverName` of this driver.
 pub const DRIVER_NAME: &str = "local";

@@ -1,7 +1,18 @@
 //! The driver's operations, blocking: each runs on `spawn_blocking`, takes the state lock
 //! only to decide and record, and does the disk work outside it.
 
-use super::*;
+use super::client::{Pool, missing, object_name};
+use super::wire::{Kind, Phase, Provisioning, SnapshotRecord, VolumeRecord};
+use super::{
+    Inner, MIN_VOLUME_BYTES, VOLUMES_DIR, already_exists, busy, check_encryption,
+    check_internal_name, check_snapshot_name, fs, not_found, now_ms,
+};
+use crate::drivers::{
+    CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo, VolumeInfo,
+};
+use crate::model::{AccessInfo, PoolInfo};
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 
 impl Inner {
     pub(super) fn discover(&self) -> DriverResult<Discovery> {

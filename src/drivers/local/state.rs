@@ -1,7 +1,13 @@
 //! What the driver knows at run time: every volume by pool, and the checks a call makes
 //! against it (pool, room, kind, provisioning, permissions).
 
-use super::*;
+use super::client::{Pool, open_pool, recover};
+use super::wire::{Kind, Provisioning, VolumeRecord, load_records};
+use super::{Inner, config};
+use crate::drivers::{DriverError, DriverResult};
+use crate::model::{Protocol, Request, VolumeConfig};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::MutexGuard;
 
 /// Every volume, by pool.
 #[derive(Debug, Default)]

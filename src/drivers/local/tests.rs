@@ -1,5 +1,6 @@
 //! Tests of the local driver, on real directories (`tempfile`).
 
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,7 @@ use serde_json::json;
 use super::media::{Mount, detect_in, parse_mountinfo};
 use super::*;
 use crate::drivers::testing::{clone_req, free, merged, req};
+use crate::model::{Offer, Protocol, Request};
 
 pub(super) const MIB: u64 = 1 << 20;
 pub(super) const GIB: u64 = 1 << 30;

@@ -1,7 +1,15 @@
 //! The metadata file (`storch-local.json`): the records of volumes and snapshots, and reading
 //! them back.
 
-use super::*;
+use super::client::Pool;
+use super::{
+    DRIVER_NAME, METADATA_FILE, METADATA_FORMAT, check_internal_name, check_snapshot_name, fs,
+    now_ms,
+};
+use crate::drivers::{DriverError, DriverResult};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 
 /// How a volume is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
