@@ -68,6 +68,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn attachments_follow_the_family() {
+        let nfs = AccessInfo::default();
+        let iscsi = AccessInfo {
+            iscsi_target_iqn: "iqn.2017-06.com.netapp:fake".into(),
+            ..AccessInfo::default()
+        };
+        for name in ["ontap-nas", "ontap-nas-economy", "ontap-nas-flexgroup"] {
+            assert_eq!(attachment(name, &nfs), Some(Attachment::Nfs), "{name}");
+        }
+        for name in ["ontap-san", "solidfire-san", "eseries-iscsi"] {
+            assert_eq!(attachment(name, &iscsi), Some(Attachment::Iscsi), "{name}");
+        }
+        assert_eq!(attachment("fake", &nfs), Some(Attachment::Nfs));
+        assert_eq!(attachment("fake", &iscsi), Some(Attachment::Iscsi));
+        assert_eq!(attachment("local", &nfs), Some(Attachment::LocalPath));
+        assert_eq!(attachment("nexentastor-iscsi", &iscsi), None);
+        assert_eq!(attachment("tape", &nfs), None);
+    }
+
+    #[test]
     fn fake_is_built() {
         let built = build_driver(&json!({
             "version": 1,
