@@ -1,6 +1,7 @@
 //! What the ONTAP variants share: FlexVol create specs, rollback, the shrink check, snapshots
-//! and the FlexClone step of a clone (ontap-nas and ontap-san). `nas.rs`, `san.rs`,
-//! `economy.rs` and `flexgroup.rs` import this file, never each other.
+//! and the FlexClone step of a clone (ontap-nas and ontap-san). `nas.rs`, `san.rs` and
+//! `economy.rs` import this file, never each other (`flexgroup.rs`, a flavour of ontap-nas,
+//! also reuses `nas.rs`).
 
 use super::wire::VolumeCreate;
 use super::{
