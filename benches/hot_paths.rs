@@ -140,7 +140,7 @@ fn replay(c: &mut Criterion) {
 }
 
 fn zapi(c: &mut Criterion) {
-    use storch::drivers::ontap::xml::{self, Node};
+    use storch::wire::zapi::{self as xml, Node};
     let create = Node::new("volume-create")
         .with_leaf("volume", "trident_pvc_0001")
         .with_leaf("containing-aggr-name", "aggr1")

@@ -26,4 +26,5 @@ pub mod projections;
 pub mod replication;
 pub mod secrets;
 pub mod sim;
+pub mod wire;
 pub mod yaml;

@@ -3,6 +3,16 @@
 //! Drivers know `model` types (and, for arrays, reqwest and quick-xml); they never see events,
 //! actors or the log. Actors turn driver results into events. Errors are classified by what the
 //! caller can do with them.
+//!
+//! Files:
+//! - `mod.rs`: the trait, its request and result types, [`DriverError`], [`Attachment`].
+//! - `config.rs`: the common backend config fields and the JSON field helpers.
+//! - `registry.rs`: which family serves which `storageDriverName`, and how its volumes attach.
+//! - `conformance/`: the suite every driver runs.
+//! - `testing.rs`: helpers shared by the drivers' tests.
+//! - `fake/`, `local/`, `ontap/`: one folder per family, each with `mod.rs` (the trait impl
+//!   and its conformance run), `config.rs`, `client.rs` (array I/O), `wire.rs` (encodings)
+//!   and what the family needs beyond that.
 
 pub mod config;
 pub mod fake;
@@ -11,6 +21,7 @@ pub mod ontap;
 pub mod registry;
 
 pub mod conformance;
+pub mod testing;
 
 use std::collections::BTreeMap;
 
@@ -19,7 +30,7 @@ use async_trait::async_trait;
 use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
 
 pub use config::CommonConfig;
-pub use registry::{BuiltDriver, build_driver};
+pub use registry::{BuiltDriver, attachment, build_driver};
 
 /// A driver error, classified by what the caller can do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +76,19 @@ pub struct Discovery {
     pub pools: Vec<PoolInfo>,
     /// Free bytes per pool, where known (changes with every create; not an event).
     pub free_bytes: BTreeMap<String, u64>,
+}
+
+/// How a host attaches a volume: the kind of source a frontend writes for it (a Kubernetes
+/// PV's `nfs`, `iscsi` or `local`). Each family says which of its volumes use which;
+/// [`attachment`] derives it from what is stored for a volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attachment {
+    /// An NFS export: `nfsServerIp` and `nfsPath`.
+    Nfs,
+    /// An iSCSI target and LUN: portals, IQN, LUN number, CHAP user.
+    Iscsi,
+    /// A path on the host storch runs on: `localPath`.
+    LocalPath,
 }
 
 /// A volume as the array holds it.

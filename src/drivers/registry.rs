@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
-use super::fake::FakeDriver;
-use super::local::LocalDriver;
+use super::fake::{self, FakeDriver};
+use super::local::{self, LocalDriver};
 use super::ontap::OntapDriver;
-use super::{CommonConfig, DriverError, StorageDriver};
+use super::ontap::config::Variant;
+use super::{Attachment, CommonConfig, DriverError, StorageDriver};
+use crate::model::AccessInfo;
 
 /// Trident driver names that this build knows but cannot serve yet.
 pub const UNAVAILABLE_DRIVERS: &[&str] = &["solidfire-san", "eseries-iscsi", "nexentastor-iscsi"];
@@ -45,11 +47,45 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
     Ok(BuiltDriver { driver, common })
 }
 
+/// How the volumes of a backend served by `driver` attach, from what is stored for a volume
+/// (its backend's driver name and its access info): the one place that knows it, for volumes
+/// just created and volumes read from the log alike. `None` for a driver this build does not
+/// know.
+pub fn attachment(driver: &str, access: &AccessInfo) -> Option<Attachment> {
+    match driver {
+        fake::DRIVER_NAME => Some(fake::attachment(access)),
+        local::DRIVER_NAME => Some(local::ATTACHMENT),
+        // Trident's other iSCSI drivers, which this build does not serve.
+        "solidfire-san" | "eseries-iscsi" => Some(Attachment::Iscsi),
+        name => Variant::from_driver_name(name).map(Variant::attachment),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn attachments_follow_the_family() {
+        let nfs = AccessInfo::default();
+        let iscsi = AccessInfo {
+            iscsi_target_iqn: "iqn.2017-06.com.netapp:fake".into(),
+            ..AccessInfo::default()
+        };
+        for name in ["ontap-nas", "ontap-nas-economy", "ontap-nas-flexgroup"] {
+            assert_eq!(attachment(name, &nfs), Some(Attachment::Nfs), "{name}");
+        }
+        for name in ["ontap-san", "solidfire-san", "eseries-iscsi"] {
+            assert_eq!(attachment(name, &iscsi), Some(Attachment::Iscsi), "{name}");
+        }
+        assert_eq!(attachment("fake", &nfs), Some(Attachment::Nfs));
+        assert_eq!(attachment("fake", &iscsi), Some(Attachment::Iscsi));
+        assert_eq!(attachment("local", &nfs), Some(Attachment::LocalPath));
+        assert_eq!(attachment("nexentastor-iscsi", &iscsi), None);
+        assert_eq!(attachment("tape", &nfs), None);
+    }
 
     #[test]
     fn fake_is_built() {

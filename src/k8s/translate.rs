@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
+use crate::drivers::{Attachment, attachment};
 use crate::model::{StorageClassConfig, VolumeConfig};
 
 /// The prefix of the PVC annotations Trident reads.
@@ -310,7 +311,8 @@ pub fn reclaim_policy(pvc: &PersistentVolumeClaim, class: &FrontendClass) -> Str
 #[derive(Debug, Clone)]
 pub struct Provisioned<'a> {
     pub config: &'a VolumeConfig,
-    /// The backend's driver name (decides the PV source type).
+    /// The backend's driver name: with the access info, `drivers::attachment` says how the
+    /// volume attaches, which decides the PV source type.
     pub driver: &'a str,
     pub backend: &'a str,
     /// The node this storch runs on (for the local driver's node affinity).
@@ -318,9 +320,6 @@ pub struct Provisioned<'a> {
     /// The namespace CHAP secrets live in.
     pub namespace: &'a str,
 }
-
-const NFS_DRIVERS: &[&str] = &["ontap-nas", "ontap-nas-economy", "ontap-nas-flexgroup"];
-const ISCSI_DRIVERS: &[&str] = &["ontap-san", "solidfire-san", "eseries-iscsi"];
 
 /// The name of a backend's CHAP secret: `trident-chap-<backend>-<user>`, lowercase, with `_`
 /// and `.` as `-`.
@@ -364,12 +363,10 @@ pub fn persistent_volume(
             ..ISCSIPersistentVolumeSource::default()
         })
     };
-    match volume.driver {
-        d if NFS_DRIVERS.contains(&d) => spec.nfs = nfs(),
-        d if ISCSI_DRIVERS.contains(&d) => spec.iscsi = iscsi(),
-        "fake" if !access.iscsi_target_iqn.is_empty() => spec.iscsi = iscsi(),
-        "fake" => spec.nfs = nfs(),
-        "local" => {
+    match attachment(volume.driver, access) {
+        Some(Attachment::Nfs) => spec.nfs = nfs(),
+        Some(Attachment::Iscsi) => spec.iscsi = iscsi(),
+        Some(Attachment::LocalPath) => {
             let node = volume.node.ok_or(
                 "the local driver's volumes are on this node, but its name is unknown: \
                  give --k8s-node-name (or STORCH_NODE_NAME from the downward API)",
@@ -391,9 +388,10 @@ pub fn persistent_volume(
                 }),
             });
         }
-        other => {
+        None => {
             return Err(format!(
-                "unrecognized volume type by Kubernetes (driver {other})"
+                "unrecognized volume type by Kubernetes (driver {})",
+                volume.driver
             ));
         }
     }

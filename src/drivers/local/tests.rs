@@ -1,5 +1,6 @@
 //! Tests of the local driver, on real directories (`tempfile`).
 
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
@@ -7,25 +8,26 @@ use serde_json::json;
 
 use super::media::{Mount, detect_in, parse_mountinfo};
 use super::*;
-use crate::drivers::conformance::{self, ConformanceOptions};
+use crate::drivers::testing::{clone_req, free, merged, req};
+use crate::model::{Offer, Protocol, Request};
 
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
+pub(super) const MIB: u64 = 1 << 20;
+pub(super) const GIB: u64 = 1 << 30;
 
 /// A test area: the pools live in `<tmp>/pools/…`, `<tmp>/outside` is what must never be
 /// touched through a planted symbolic link.
-struct Area {
+pub(super) struct Area {
     tmp: tempfile::TempDir,
 }
 
 impl Area {
-    fn new() -> Area {
+    pub(super) fn new() -> Area {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("outside")).unwrap();
         Area { tmp }
     }
 
-    fn pool(&self, name: &str) -> PathBuf {
+    pub(super) fn pool(&self, name: &str) -> PathBuf {
         self.tmp.path().join("pools").join(name)
     }
 
@@ -34,21 +36,18 @@ impl Area {
     }
 
     /// A config with pool `p1` (capacity 1 GiB) and `extra` merged over the top level.
-    fn cfg(&self, extra: Value) -> Value {
-        let mut doc = json!({
+    pub(super) fn cfg(&self, extra: Value) -> Value {
+        let doc = json!({
             "version": 1,
             "storageDriverName": "local",
             "backendName": "local1",
             "storagePrefix": "",
             "pools": {"p1": {"path": self.pool("p1"), "capacity": "1Gi"}},
         });
-        if let (Value::Object(d), Value::Object(e)) = (&mut doc, extra) {
-            d.extend(e);
-        }
-        doc
+        merged(doc, extra)
     }
 
-    fn driver(&self, extra: Value) -> LocalDriver {
+    pub(super) fn driver(&self, extra: Value) -> LocalDriver {
         LocalDriver::new(&self.cfg(extra)).unwrap()
     }
 
@@ -93,16 +92,6 @@ impl Area {
     }
 }
 
-fn req(name: &str, pool: &str, size: u64) -> CreateRequest {
-    CreateRequest {
-        internal_name: name.to_string(),
-        pool: pool.to_string(),
-        size_bytes: size,
-        config: VolumeConfig::default(),
-        requests: BTreeMap::new(),
-    }
-}
-
 fn block_req(name: &str, size: u64) -> CreateRequest {
     let mut r = req(name, "p1", size);
     r.config.protocol = Protocol::Block;
@@ -116,19 +105,6 @@ fn thick_block_req(name: &str, size: u64) -> CreateRequest {
         Request::String("thick".to_string()),
     );
     r
-}
-
-fn clone_req(name: &str, source: &str, snap: Option<&str>) -> CloneRequest {
-    CloneRequest {
-        internal_name: name.to_string(),
-        source_internal_name: source.to_string(),
-        source_snapshot: snap.map(str::to_string),
-        config: VolumeConfig::default(),
-    }
-}
-
-async fn free(d: &LocalDriver, pool: &str) -> u64 {
-    d.discover().await.unwrap().free_bytes[pool]
 }
 
 fn invalid(doc: Value) -> String {
@@ -155,85 +131,6 @@ fn is_err<T: std::fmt::Debug>(r: DriverResult<T>, ctx: &str) -> String {
 /// Allocated bytes of a file (`st_blocks` are 512-byte units).
 fn allocated(path: &Path) -> u64 {
     std::fs::metadata(path).unwrap().blocks() * 512
-}
-
-// ---- conformance ----
-
-fn conformance_opts() -> ConformanceOptions {
-    ConformanceOptions {
-        min_size_bytes: Some(MIN_VOLUME_BYTES),
-        size_bytes: 8 * MIB,
-        ..ConformanceOptions::default()
-    }
-}
-
-#[tokio::test]
-async fn conformance_file() {
-    let a = Area::new();
-    let d = a.driver(json!({}));
-    conformance::run(&d, "p1", &conformance_opts()).await;
-    assert!(d.list_volumes().await.unwrap().is_empty());
-    assert_eq!(free(&d, "p1").await, GIB);
-    let left: Vec<_> = std::fs::read_dir(a.pool("p1").join(VOLUMES_DIR))
-        .unwrap()
-        .collect();
-    assert!(left.is_empty(), "volumes left on disk: {left:?}");
-}
-
-#[tokio::test]
-async fn conformance_block_thin() {
-    let a = Area::new();
-    let d = a.driver(json!({"protocol": "block"}));
-    conformance::run(&d, "p1", &conformance_opts()).await;
-    assert_eq!(free(&d, "p1").await, GIB);
-}
-
-#[tokio::test]
-async fn conformance_block_thick() {
-    let a = Area::new();
-    let d = a.driver(json!({"protocol": "block", "defaults": {"spaceReserve": "volume"}}));
-    conformance::run(&d, "p1", &conformance_opts()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_through_build_driver() {
-    let a = Area::new();
-    let mut doc = a.cfg(json!({}));
-    doc.as_object_mut().unwrap().remove("storagePrefix");
-    let built = crate::drivers::build_driver(&doc).unwrap();
-    assert_eq!(built.driver.driver_name(), "local");
-    assert_eq!(built.driver.internal_name("v"), "storch-v");
-    conformance::run(built.driver.as_ref(), "p1", &conformance_opts()).await;
-}
-
-#[tokio::test]
-async fn conformance_without_a_capacity_cap() {
-    // The filesystem's free space moves with everything else on the host: no exact checks.
-    let a = Area::new();
-    let d = a.driver(json!({"pools": {"p1": {"path": a.pool("p1")}}}));
-    conformance::run(
-        &d,
-        "p1",
-        &ConformanceOptions {
-            capacity: false,
-            ..conformance_opts()
-        },
-    )
-    .await;
-    let disc = d.discover().await.unwrap();
-    let (total, _) = fs::fs_space(
-        fs::open_root(&a.pool("p1"))
-            .as_ref()
-            .map(AsFd::as_fd)
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(disc.pools[0].total_bytes, Some(total));
-    // More than the filesystem holds does not fit.
-    assert!(matches!(
-        d.create(&req("huge", "p1", total + 1)).await,
-        Err(DriverError::Conflict(_))
-    ));
 }
 
 // ---- config ----

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::drivers::config::{as_object, field, opt_str, wrong_type};
-use crate::drivers::{CommonConfig, DriverError, DriverResult};
+use crate::drivers::{Attachment, CommonConfig, DriverError, DriverResult};
 use crate::net::TlsOptions;
 
 /// The smallest ONTAP volume (FlexVol, LUN, qtree quota): 20 MiB.
@@ -57,6 +57,15 @@ impl Variant {
 
     pub fn is_san(self) -> bool {
         self == Variant::San
+    }
+
+    /// How this variant's volumes attach: iSCSI for ontap-san, NFS for the others.
+    pub fn attachment(self) -> Attachment {
+        if self.is_san() {
+            Attachment::Iscsi
+        } else {
+            Attachment::Nfs
+        }
     }
 
     /// The default backend name's prefix (`ontapnas_<dataLIF>` …).

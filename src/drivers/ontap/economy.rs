@@ -14,16 +14,14 @@
 
 use std::collections::BTreeMap;
 
-use super::client::{QtreeRecord, VolumeCreate, VolumeRecord, ZapiError};
-use super::nas::check_grow;
+use super::client::ZapiError;
+use super::flexvol::{POOL_NAME_ROOT, check_grow};
+use super::wire::{QtreeRecord, VolumeCreate, VolumeRecord};
 use super::{Discovered, OntapDriver, VolumeOptions, not_found, permissions_to_octal};
 use crate::drivers::{CreateRequest, DriverError, DriverResult, VolumeInfo};
 
 /// The export policy of the pool FlexVols.
 pub const EXPORT_POLICY: &str = "trident_qtree_pool_export_policy";
-
-/// Every pool FlexVol name starts with this.
-pub const POOL_NAME_ROOT: &str = "trident_qtree_pool_";
 
 /// Qtree names are limited to 64 characters.
 pub const MAX_QTREE_NAME: usize = 64;

@@ -1,10 +1,11 @@
 //! ontap-nas-flexgroup: one FlexGroup per volume, spread over the SVM's aggregates (or the
 //! configured one), created mounted at `/<name>` through `volume-create-async` and its job.
 //! The backend has one pool, named after the SVM. Clones are not supported; get, destroy,
-//! resize and snapshots are the FlexVol ones in `nas.rs`.
+//! resize are ontap-nas's (`nas.rs`), snapshots the shared ones (`flexvol.rs`).
 
 use super::client::ZapiError;
-use super::nas::{flexvol_create, get, rollback};
+use super::flexvol::{flexvol_create, rollback};
+use super::nas::get;
 use super::{Discovered, OntapDriver, VolumeOptions};
 use crate::drivers::{CreateRequest, DriverError, DriverResult, VolumeInfo};
 

@@ -1,10 +1,16 @@
 //! The ONTAP drivers over ZAPI (XML over HTTPS): `ontap-nas`, `ontap-nas-economy`,
 //! `ontap-nas-flexgroup` and `ontap-san`.
 //!
-//! Files: `config.rs` (the backend config), `xml.rs` (the wire format), `client.rs` (the ZAPI
-//! client, typed calls, errno classes), one file per variant (`nas.rs`, `economy.rs`,
-//! `flexgroup.rs`, `san.rs`); this file holds the shared discovery and the trait impl, which
-//! dispatches to the variant.
+//! Files (the ZAPI codec itself is `crate::wire::zapi`, shared with the simulator):
+//! - `mod.rs`: the driver, its volume options and the trait impl, which dispatches to the variant.
+//! - `config.rs`: the backend config.
+//! - `client.rs`: the ZAPI transport (POST, paging, jobs, retries, errno classes).
+//! - `calls.rs`: the typed ZAPI calls.
+//! - `wire.rs`: the driver's records and request specs on the ZAPI tree.
+//! - `discovery.rs`: version, SVM, aggregates, LIFs, iSCSI target; the pools.
+//! - `flexvol.rs`: what the variants share (FlexVol specs, rollback, snapshots, FlexClones).
+//! - `nas.rs`, `economy.rs`, `flexgroup.rs`, `san.rs`: one per variant; they import
+//!   `flexvol.rs`, never each other (flexgroup reuses ontap-nas's FlexVol-style calls).
 //!
 //! What is where on the array:
 //! - ontap-nas: one FlexVol per volume, in the pool's aggregate, mounted at `/<name>`.
@@ -16,61 +22,33 @@
 //! - ontap-san: one FlexVol per volume holding the LUN `/vol/<name>/lun0`, mapped to the
 //!   backend's igroup (created when missing).
 
+mod calls;
 pub mod client;
 pub mod config;
-pub mod economy;
-pub mod flexgroup;
-pub mod nas;
-pub mod san;
-pub mod xml;
+mod discovery;
+mod economy;
+mod flexgroup;
+mod flexvol;
+mod nas;
+mod san;
+mod wire;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use self::client::{ZapiClient, ZapiError, errno};
+use self::client::ZapiClient;
 use self::config::{OntapConfig, Variant, go_bool};
-use self::xml::Node;
 use super::{
     CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
     StorageDriver, VolumeInfo,
 };
-use crate::model::{AccessInfo, Offer, PoolInfo, Protocol, Request, VolumeConfig};
+use crate::model::{AccessInfo, Protocol, Request, VolumeConfig};
 
 pub use self::config::MIN_VOLUME_BYTES;
-
-/// The oldest ONTAPI the drivers accept: 1.30 (ONTAP 8.3).
-pub const MIN_ONTAPI: (u32, u32) = (1, 30);
-
-/// The ONTAPI version that brought volume encryption (ONTAP 9.1).
-pub const ENCRYPTION_ONTAPI: (u32, u32) = (1, 110);
-
-/// What discovery learnt about the array; every volume operation works from it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Discovered {
-    pub svm: String,
-    pub ontapi: (u32, u32),
-    /// The pools' aggregates (all of the SVM's, or the configured one), sorted by name.
-    pub aggregates: Vec<Aggregate>,
-    /// NAS: the NFS data LIF; SAN: the first iSCSI LIF.
-    pub data_lif: String,
-    /// SAN: every iSCSI portal used (one when `dataLIF` is set).
-    pub iscsi_portals: Vec<String>,
-    /// SAN: the target IQN.
-    pub iqn: String,
-    pub backend_name: String,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Aggregate {
-    pub name: String,
-    /// `hdd`, `hybrid` or `ssd` when the array says so.
-    pub media: Option<String>,
-    pub available: u64,
-    pub nve_capable: bool,
-}
+pub use self::discovery::{Aggregate, Discovered, ENCRYPTION_ONTAPI, MIN_ONTAPI};
 
 /// One ONTAP backend.
 pub struct OntapDriver {
@@ -134,287 +112,6 @@ impl OntapDriver {
 
     pub fn variant(&self) -> Variant {
         self.cfg.variant
-    }
-
-    /// The last discovery, running one when there is none yet.
-    pub async fn ctx(&self) -> DriverResult<Arc<Discovered>> {
-        if let Some(d) = self
-            .discovered
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return Ok(d);
-        }
-        self.run_discovery().await
-    }
-
-    fn svm_hint(&self) -> Option<String> {
-        self.discovered
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|d| d.svm.clone())
-            .or_else(|| self.cfg.svm.clone())
-    }
-
-    async fn run_discovery(&self) -> DriverResult<Arc<Discovered>> {
-        let d = Arc::new(self.discover_array().await?);
-        *self.discovered.write().unwrap_or_else(|e| e.into_inner()) = Some(d.clone());
-        Ok(d)
-    }
-
-    /// Version check, SVM, aggregates and their media, data LIFs, iSCSI target.
-    async fn discover_array(&self) -> DriverResult<Discovered> {
-        let c = &self.client;
-        let ontapi = c.ontapi_version().await.map_err(init_error)?;
-        if ontapi < MIN_ONTAPI {
-            return Err(DriverError::Invalid(format!(
-                "ONTAP {}.{} is too old: ONTAPI {}.{} (ONTAP 8.3) or later is required",
-                ontapi.0, ontapi.1, MIN_ONTAPI.0, MIN_ONTAPI.1
-            )));
-        }
-
-        let svm = match self.svm_hint() {
-            Some(s) => s,
-            None => self.derive_svm().await?,
-        };
-
-        // The SVM and its aggregates.
-        let q = Node::new("vserver-info").with_leaf("vserver-name", &svm);
-        let records = c
-            .iter("vserver-get-iter", Some(q), None, None)
-            .await
-            .map_err(init_error)?;
-        let records: Vec<&Node> = records
-            .iter()
-            .filter(|r| r.str_at("vserver-name") == svm)
-            .collect();
-        let [record] = records.as_slice() else {
-            return Err(DriverError::Invalid(format!(
-                "could not find SVM {svm} (check the backend's svm and credentials)"
-            )));
-        };
-        let mut aggregates: Vec<Aggregate> = record
-            .at("vserver-aggr-info-list")
-            .map(|l| {
-                l.children_named("vserver-aggr-info")
-                    .map(|a| Aggregate {
-                        name: a.str_at("aggr-name").to_string(),
-                        media: None,
-                        available: a.u64_at("aggr-availsize").unwrap_or(0),
-                        nve_capable: false,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        aggregates.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(want) = &self.cfg.aggregate {
-            aggregates.retain(|a| &a.name == want);
-            if aggregates.is_empty() {
-                return Err(DriverError::Invalid(format!(
-                    "aggregate {want} is not assigned to SVM {svm}"
-                )));
-            }
-        }
-        if aggregates.is_empty() {
-            return Err(DriverError::Invalid(format!(
-                "SVM {svm} has no aggregates assigned"
-            )));
-        }
-
-        // Media type and encryption capability, where this user may read them.
-        match c
-            .iter("vserver-show-aggr-get-iter", None, None, Some(&svm))
-            .await
-        {
-            Ok(records) => {
-                for r in &records {
-                    let name = r.str_at("aggregate-name");
-                    if let Some(a) = aggregates.iter_mut().find(|a| a.name == name) {
-                        a.media = match r.str_at("aggregate-type") {
-                            m @ ("hdd" | "hybrid" | "ssd") => Some(m.to_string()),
-                            _ => None,
-                        };
-                        a.nve_capable = r.bool_at("is-nve-capable").unwrap_or(false);
-                    }
-                }
-            }
-            Err(e) if e.is_errno(&[errno::EAPINOTFOUND, errno::EAPIPRIVILEGE]) => {
-                tracing::info!(svm = %svm, "cannot read aggregate types; pools get no media");
-            }
-            Err(e) => return Err(init_error(e)),
-        }
-
-        // Data LIFs.
-        let protocol = if self.cfg.variant.is_san() {
-            "iscsi"
-        } else {
-            "nfs"
-        };
-        let lifs = self.data_lifs(&svm, protocol).await?;
-        let (data_lif, iscsi_portals, iqn) = if self.cfg.variant.is_san() {
-            let portals = match &self.cfg.data_lif {
-                Some(lif) => {
-                    if !lifs.contains(lif) {
-                        return Err(DriverError::Invalid(format!(
-                            "dataLIF {lif} is not an iSCSI data LIF of SVM {svm}"
-                        )));
-                    }
-                    vec![lif.clone()]
-                }
-                None => lifs.clone(),
-            };
-            let r = c
-                .call(&Node::new("iscsi-node-get-name"), Some(&svm))
-                .await
-                .map_err(|e| {
-                    DriverError::Invalid(format!(
-                        "SVM {svm} has no usable iSCSI service: {}",
-                        e.into_driver()
-                    ))
-                })?;
-            let iqn = r.str_at("node-name").to_string();
-            c.ensure_igroup(&svm, &self.cfg.igroup_name)
-                .await
-                .map_err(init_error)?;
-            (portals[0].clone(), portals, iqn)
-        } else {
-            let lif = match &self.cfg.data_lif {
-                Some(lif) => {
-                    let is_ip = lif.parse::<std::net::IpAddr>().is_ok();
-                    if is_ip && !lifs.contains(lif) {
-                        return Err(DriverError::Invalid(format!(
-                            "dataLIF {lif} is not an NFS data LIF of SVM {svm}"
-                        )));
-                    }
-                    lif.clone()
-                }
-                None => lifs[0].clone(),
-            };
-            (lif, Vec::new(), String::new())
-        };
-
-        if self.cfg.variant == Variant::NasEconomy {
-            c.ensure_export_policy(&svm, economy::EXPORT_POLICY, "0.0.0.0/0")
-                .await
-                .map_err(init_error)?;
-        }
-
-        let backend_name = match &self.common.backend_name {
-            Some(n) => n.clone(),
-            None => format!("{}{}", self.cfg.variant.default_name_prefix(), data_lif),
-        };
-        Ok(Discovered {
-            svm,
-            ontapi,
-            aggregates,
-            data_lif,
-            iscsi_portals,
-            iqn,
-            backend_name,
-        })
-    }
-
-    /// The only data SVM these credentials see.
-    async fn derive_svm(&self) -> DriverResult<String> {
-        let q = Node::new("vserver-info").with_leaf("vserver-type", "data");
-        let records = self
-            .client
-            .iter("vserver-get-iter", Some(q), None, None)
-            .await
-            .map_err(init_error)?;
-        let names: BTreeSet<&str> = records
-            .iter()
-            .filter(|r| matches!(r.str_at("vserver-type"), "data" | ""))
-            .map(|r| r.str_at("vserver-name"))
-            .collect();
-        match names.len() {
-            1 => Ok(names.into_iter().next().unwrap_or_default().to_string()),
-            0 => Err(DriverError::Invalid(
-                "cannot derive the SVM: the credentials see no data SVM; set svm".into(),
-            )),
-            n => Err(DriverError::Invalid(format!(
-                "cannot derive the SVM: the credentials see {n} data SVMs; set svm"
-            ))),
-        }
-    }
-
-    /// Addresses of the SVM's data LIFs that are up and serve `protocol`.
-    async fn data_lifs(&self, svm: &str, protocol: &str) -> DriverResult<Vec<String>> {
-        let records = self
-            .client
-            .iter(
-                "net-interface-get-iter",
-                Some(Node::new("net-interface-info")),
-                None,
-                Some(svm),
-            )
-            .await
-            .map_err(init_error)?;
-        let lifs: Vec<String> = records
-            .iter()
-            .filter(|r| {
-                let vs = r.str_at("vserver");
-                (vs.is_empty() || vs == svm)
-                    && r.str_at("operational-status") == "up"
-                    && r.list_at("data-protocols").iter().any(|p| p == protocol)
-            })
-            .map(|r| r.str_at("address").to_string())
-            .collect();
-        if lifs.is_empty() {
-            return Err(DriverError::Invalid(format!(
-                "SVM {svm}: no data LIFs meet the provided criteria (protocol {protocol}, up)"
-            )));
-        }
-        Ok(lifs)
-    }
-
-    fn pools(&self, d: &Discovered) -> (Vec<PoolInfo>, BTreeMap<String, u64>) {
-        let v = self.cfg.variant;
-        let backend_type = Offer::Strings(BTreeSet::from([v.driver_name().to_string()]));
-        if v == Variant::NasFlexgroup {
-            let mut offers = BTreeMap::new();
-            offers.insert("backendType".to_string(), backend_type);
-            offers.insert("snapshots".to_string(), Offer::Bool(true));
-            offers.insert("clones".to_string(), Offer::Bool(false));
-            let nve = d.ontapi >= ENCRYPTION_ONTAPI && d.aggregates.iter().any(|a| a.nve_capable);
-            offers.insert("encryption".to_string(), Offer::Bool(nve));
-            let free = d.aggregates.iter().map(|a| a.available).sum();
-            let pool = PoolInfo {
-                name: d.svm.clone(),
-                offers,
-                total_bytes: None,
-            };
-            return (vec![pool], BTreeMap::from([(d.svm.clone(), free)]));
-        }
-        let features = v != Variant::NasEconomy;
-        let mut pools = Vec::new();
-        let mut free = BTreeMap::new();
-        for a in &d.aggregates {
-            let mut offers = BTreeMap::new();
-            offers.insert("backendType".to_string(), backend_type.clone());
-            offers.insert("snapshots".to_string(), Offer::Bool(features));
-            offers.insert("clones".to_string(), Offer::Bool(features));
-            offers.insert(
-                "encryption".to_string(),
-                Offer::Bool(d.ontapi >= ENCRYPTION_ONTAPI),
-            );
-            offers.insert(
-                "provisioningType".to_string(),
-                Offer::strings(["thick", "thin"]),
-            );
-            if let Some(m) = &a.media {
-                offers.insert("media".to_string(), Offer::strings([m.as_str()]));
-            }
-            pools.push(PoolInfo {
-                name: a.name.clone(),
-                offers,
-                total_bytes: None,
-            });
-            free.insert(a.name.clone(), a.available);
-        }
-        (pools, free)
     }
 
     /// Merges the volume config, the class's requests and the backend defaults.
@@ -556,11 +253,6 @@ pub fn clone_snapshot_name(now: std::time::SystemTime) -> String {
     )
 }
 
-/// Errors while contacting the array at start-up: transport problems stay retryable.
-fn init_error(e: ZapiError) -> DriverError {
-    e.into_driver()
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -663,7 +355,8 @@ impl StorageDriver for OntapDriver {
     async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo> {
         let d = self.ctx().await?;
         match self.cfg.variant {
-            Variant::Nas | Variant::San => nas::clone(self, &d, req).await,
+            Variant::Nas => nas::clone(self, &d, req).await,
+            Variant::San => san::clone(self, &d, req).await,
             Variant::NasEconomy | Variant::NasFlexgroup => Err(self.unsupported("cloning")),
         }
     }
@@ -706,7 +399,7 @@ impl StorageDriver for OntapDriver {
             return Err(self.unsupported("snapshots"));
         }
         let d = self.ctx().await?;
-        nas::create_snapshot(self, &d, internal_name, snapshot).await
+        flexvol::create_snapshot(self, &d, internal_name, snapshot).await
     }
 
     async fn list_snapshots(&self, internal_name: &str) -> DriverResult<Vec<SnapshotInfo>> {
@@ -714,7 +407,7 @@ impl StorageDriver for OntapDriver {
             return Err(self.unsupported("snapshots"));
         }
         let d = self.ctx().await?;
-        nas::list_snapshots(self, &d, internal_name).await
+        flexvol::list_snapshots(self, &d, internal_name).await
     }
 
     async fn delete_snapshot(&self, internal_name: &str, snapshot: &str) -> DriverResult<()> {

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::client::ZapiError;
-use super::nas::{check_grow, flexvol_create, name_prefix, rollback};
+use super::flexvol::{check_grow, clone_flexvol, flexvol_create, name_prefix, rollback};
 use super::{Discovered, OntapDriver, VolumeOptions, not_found};
-use crate::drivers::{CreateRequest, DriverError, DriverResult, VolumeInfo};
+use crate::drivers::{CloneRequest, CreateRequest, DriverError, DriverResult, VolumeInfo};
 use crate::model::AccessInfo;
 
 /// The LUN of a volume.
@@ -165,4 +165,34 @@ pub(super) async fn resize(
         c.volume_set_size(&d.svm, name, size, false).await?;
     }
     c.lun_resize(&d.svm, &path, size).await.map_err(Into::into)
+}
+
+/// A FlexClone of the source FlexVol with its LUN mapped to the backend's igroup, split when
+/// `splitOnClone` says so.
+pub(super) async fn clone(
+    drv: &OntapDriver,
+    d: &Discovered,
+    req: &CloneRequest,
+) -> DriverResult<VolumeInfo> {
+    let o = clone_flexvol(drv, d, req).await?;
+    let c = &drv.client;
+    let name = &req.internal_name;
+    let finish = async {
+        c.lun_map(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
+            .await?;
+        if o.split_on_clone {
+            c.clone_split_start(&d.svm, name).await?;
+        }
+        Ok::<_, ZapiError>(())
+    };
+    if let Err(e) = finish.await {
+        let _ = c
+            .lun_destroy(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
+            .await;
+        rollback(drv, d, name, false).await;
+        return Err(e.into());
+    }
+    get(drv, d, name)
+        .await?
+        .ok_or_else(|| DriverError::Other(format!("clone {name} vanished after its create")))
 }

@@ -39,8 +39,7 @@ use base64::Engine;
 pub use self::api::Tuning;
 pub use self::state::{AggregateSpec, Array};
 use super::http::{Handler, HttpRequest, HttpResponse, SelfSigned, Server};
-use crate::drivers::ontap::client::errno;
-use crate::drivers::ontap::xml::{self, Node};
+use crate::wire::zapi::{self as xml, Node, errno};
 
 /// The one servlet path.
 pub const SERVLET: &str = "/servlets/netapp.servlets.admin.XMLrequest_filer";

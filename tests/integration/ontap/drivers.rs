@@ -3,23 +3,12 @@
 //! backend names), what lands on the array for each variant, clones, fault injection, TLS, and
 //! the simulator's state file and binary.
 
-use std::collections::BTreeMap;
-
 use crate::support::ontap::*;
 use serde_json::{Value, json};
-use storch::drivers::{CloneRequest, CreateRequest, DriverError, StorageDriver};
+use storch::drivers::testing::req;
+use storch::drivers::{CloneRequest, DriverError, StorageDriver};
 use storch::model::{Offer, Request, VolumeConfig};
 use storch::sim::ontap::{FailRule, SimOptions, UserScope};
-
-fn req(name: &str, pool: &str, size: u64) -> CreateRequest {
-    CreateRequest {
-        internal_name: name.into(),
-        pool: pool.into(),
-        size_bytes: size,
-        config: VolumeConfig::default(),
-        requests: BTreeMap::new(),
-    }
-}
 
 fn offers(d: &storch::drivers::Discovery, pool: &str) -> Value {
     let p = d.pools.iter().find(|p| p.name == pool).expect("pool");

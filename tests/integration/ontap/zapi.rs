@@ -10,9 +10,9 @@ use storch::drivers::CommonConfig;
 use storch::drivers::DriverError;
 use storch::drivers::ontap::client::{ZapiClient, ZapiError};
 use storch::drivers::ontap::config::OntapConfig;
-use storch::drivers::ontap::xml::{self, Node};
 use storch::net::RetryPolicy;
 use storch::sim::http::{Handler, HttpResponse, SelfSigned, Server};
+use storch::wire::zapi::{self as xml, Node};
 
 const PROLOG: &str = "<?xml version='1.0' encoding='UTF-8' ?>\n<!DOCTYPE netapp SYSTEM 'file:/etc/netapp_gx.dtd'>\n<netapp version='1.180' xmlns='http://www.netapp.com/filer/admin'>\n";
 

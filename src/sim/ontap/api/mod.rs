@@ -26,8 +26,8 @@ mod volumes;
 use std::collections::BTreeMap;
 
 use super::state::{Array, ExportRule, Igroup, Job, Lun, Qtree, Snapshot, Svm, Volume, now_secs};
-use crate::drivers::ontap::client::errno;
-use crate::drivers::ontap::xml::Node;
+use crate::wire::zapi::Node;
+use crate::wire::zapi::errno;
 
 use self::clones::*;
 use self::exports::*;

@@ -89,7 +89,7 @@ pub(super) fn tag_for(api: &str, svm: &str, key: &str) -> String {
 }
 
 pub(super) fn key_from_tag(tag: &str) -> Option<String> {
-    let n = crate::drivers::ontap::xml::parse(tag).ok()?;
+    let n = crate::wire::zapi::parse(tag).ok()?;
     n.text_at("key-1").map(str::to_string)
 }
 

@@ -1,5 +1,5 @@
-//! ZAPI wire format: a small element tree over quick-xml, the request envelope and the
-//! `results` element (wire-protocols §1.2–1.4).
+//! ZAPI wire format: a small element tree over quick-xml, the request envelope, the
+//! `results` element and the errno values (wire-protocols §1.2–1.6).
 //!
 //! ZAPI documents are plain nested elements whose values are element text; child order does
 //! not matter and unknown children are ignored. So both the driver and the simulator work on
@@ -271,6 +271,46 @@ fn close(stack: &mut [Node], root: &mut Option<Node>, node: Node) {
         Some(parent) => parent.children.push(node),
         None => *root = Some(node),
     }
+}
+
+/// errno values on the wire (wire-protocols §1.6).
+pub mod errno {
+    pub const ENOENT: u32 = 2;
+    pub const EEXIST: u32 = 17;
+    pub const EINVAL: u32 = 22;
+    /// No space left (used by the simulator for aggregate capacity; [unverified] on ONTAP).
+    pub const ENOSPC: u32 = 28;
+    pub const EVOLOPNOTSUPP: u32 = 160;
+    pub const NO_SUCH_INITGROUP: u32 = 9003;
+    pub const INITGROUP_EXISTS: u32 = 9004;
+    pub const NODE_NOT_IN_INITGROUP: u32 = 9007;
+    pub const INITGROUP_HAS_NODE: u32 = 9008;
+    pub const VDISK_EXISTS: u32 = 9012;
+    pub const VDISK_NOT_ENABLED: u32 = 9014;
+    pub const VDISK_NOT_DISABLED: u32 = 9015;
+    pub const NO_SUCH_LUNMAP: u32 = 9016;
+    pub const INITGROUP_HAS_VDISK: u32 = 9023;
+    pub const INITGROUP_HAS_LUN: u32 = 9024;
+    pub const INITGROUP_MAPS_EXIST: u32 = 9029;
+    pub const NO_SUCH_VOLUME: u32 = 9036;
+    pub const SIZE_TOO_SMALL: u32 = 9041;
+    pub const EAPIERROR: u32 = 13001;
+    pub const EAPIPRIVILEGE: u32 = 13003;
+    pub const EAPINOTFOUND: u32 = 13005;
+    pub const NO_SUCH_SNAPSHOT: u32 = 13021;
+    pub const ESNAPSHOTNOTALLOWED: u32 = 13023;
+    pub const ESNAPSHOTBUSY: u32 = 13024;
+    pub const EVOLUMEDOESNOTEXIST: u32 = 13040;
+    pub const EVOLUMEOFFLINE: u32 = 13042;
+    pub const EINTERNALERROR: u32 = 13114;
+    pub const EINVALIDINPUTERROR: u32 = 13115;
+    pub const EDUPLICATEENTRY: u32 = 13130;
+    pub const EAGGRDOESNOTEXIST: u32 = 14420;
+    pub const EVOL_NOT_MOUNTED: u32 = 14716;
+    pub const ESIS_CLONE_NOT_LICENSED: u32 = 14956;
+    pub const EOBJECTNOTFOUND: u32 = 15661;
+    pub const EVSERVERNOTFOUND: u32 = 15698;
+    pub const EVOLDEL_NOT_ALLOW_BY_CLONE: u32 = 15894;
 }
 
 // ---- envelope ----

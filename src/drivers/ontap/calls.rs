@@ -1,0 +1,573 @@
+//! The typed ZAPI calls the drivers make (version, volumes, snapshots, clones, qtrees, quotas,
+//! export policies, LUNs, igroups): one method each on [`ZapiClient`].
+
+use std::time::Duration;
+
+use super::client::{ZapiClient, ZapiError};
+use super::wire::{QtreeRecord, SnapshotRecord, VolumeCreate, VolumeRecord, volume_query};
+use crate::wire::zapi::{Node, errno};
+
+/// How long to wait for one async job.
+pub const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl ZapiClient {
+    /// `system-get-ontapi-version` → (major, minor).
+    pub async fn ontapi_version(&self) -> Result<(u32, u32), ZapiError> {
+        let r = self
+            .call(&Node::new("system-get-ontapi-version"), None)
+            .await?;
+        let major = r.u64_at("major-version").unwrap_or(0) as u32;
+        let minor = r.u64_at("minor-version").unwrap_or(0) as u32;
+        Ok((major, minor))
+    }
+
+    /// Volumes whose name matches `pattern` (exact, or `prefix*`).
+    pub async fn volumes(
+        &self,
+        svm: &str,
+        pattern: &str,
+        style: Option<&str>,
+    ) -> Result<Vec<VolumeRecord>, ZapiError> {
+        let records = self
+            .iter(
+                "volume-get-iter",
+                Some(volume_query(pattern, style)),
+                None,
+                Some(svm),
+            )
+            .await?;
+        Ok(records.iter().map(VolumeRecord::from_node).collect())
+    }
+
+    /// One volume by exact name.
+    pub async fn volume(
+        &self,
+        svm: &str,
+        name: &str,
+        style: Option<&str>,
+    ) -> Result<Option<VolumeRecord>, ZapiError> {
+        let mut v = self.volumes(svm, name, style).await?;
+        v.retain(|r| r.name == name);
+        Ok(v.into_iter().next())
+    }
+
+    /// `volume-create` (one aggregate) or `volume-create-async` (a FlexGroup) and its job.
+    pub async fn volume_create(
+        &self,
+        svm: &str,
+        v: &VolumeCreate,
+        flexgroup: bool,
+    ) -> Result<(), ZapiError> {
+        let mut n = Node::new(if flexgroup {
+            "volume-create-async"
+        } else {
+            "volume-create"
+        });
+        if flexgroup {
+            n.push(Node::leaf("volume-name", &v.name));
+            let mut list = Node::new("aggr-list");
+            for a in &v.aggregates {
+                list.push(Node::leaf("aggr-name", a));
+            }
+            n.push(list);
+        } else {
+            n.push(Node::leaf("volume", &v.name));
+            n.push(Node::leaf(
+                "containing-aggr-name",
+                v.aggregates.first().cloned().unwrap_or_default(),
+            ));
+        }
+        n = n
+            .with_leaf("size", v.size.to_string())
+            .with_leaf("space-reserve", &v.space_reserve)
+            .with_leaf("snapshot-policy", &v.snapshot_policy)
+            .with_opt("percentage-snapshot-reserve", v.snapshot_reserve.clone())
+            .with_opt("export-policy", v.export_policy.clone())
+            .with_opt("unix-permissions", v.unix_permissions.clone())
+            .with_leaf("volume-security-style", &v.security_style)
+            .with_leaf("volume-comment", &v.comment)
+            .with_opt("junction-path", v.junction_path.clone());
+        if v.encrypt {
+            n.push(Node::leaf("encrypt", "true"));
+        }
+        if flexgroup {
+            self.call_async(&n, Some(svm), JOB_TIMEOUT).await
+        } else {
+            self.call(&n, Some(svm)).await.map(|_| ())
+        }
+    }
+
+    pub async fn volume_mount(
+        &self,
+        svm: &str,
+        name: &str,
+        junction: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("volume-mount")
+            .with_leaf("volume-name", name)
+            .with_leaf("junction-path", junction);
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    /// Sets `.snapshot` directory visibility (`volume-modify-iter`, which passes even when the
+    /// per-volume modify failed: `num-failed` is checked).
+    pub async fn volume_set_snapdir(
+        &self,
+        svm: &str,
+        name: &str,
+        visible: bool,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("volume-modify-iter")
+            .with(Node::new("query").with(volume_query(name, None)))
+            .with(
+                Node::new("attributes").with(
+                    Node::new("volume-attributes").with(
+                        Node::new("volume-snapshot-attributes")
+                            .with_leaf("snapdir-access-enabled", visible.to_string()),
+                    ),
+                ),
+            );
+        let r = self.call(&n, Some(svm)).await?;
+        if r.u64_at("num-failed").unwrap_or(0) > 0 {
+            let f = r
+                .at("failure-list/volume-modify-iter-info")
+                .cloned()
+                .unwrap_or_default();
+            return Err(ZapiError::Api {
+                api: "volume-modify-iter".into(),
+                errno: f.u64_at("error-code").unwrap_or(0) as u32,
+                reason: f.str_at("error-message").to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `volume-size` with a new size (absolute bytes); `-async` for FlexGroups.
+    pub async fn volume_set_size(
+        &self,
+        svm: &str,
+        name: &str,
+        bytes: u64,
+        flexgroup: bool,
+    ) -> Result<(), ZapiError> {
+        if flexgroup {
+            let n = Node::new("volume-size-async")
+                .with_leaf("volume-name", name)
+                .with_leaf("new-size", bytes.to_string());
+            return self.call_async(&n, Some(svm), JOB_TIMEOUT).await;
+        }
+        let n = Node::new("volume-size")
+            .with_leaf("volume", name)
+            .with_leaf("new-size", bytes.to_string());
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    /// Unmount, offline, destroy; each step treats "already done / already gone" as success.
+    pub async fn volume_destroy(
+        &self,
+        svm: &str,
+        name: &str,
+        flexgroup: bool,
+    ) -> Result<(), ZapiError> {
+        let gone = [
+            errno::EVOLUMEDOESNOTEXIST,
+            errno::EOBJECTNOTFOUND,
+            errno::ENOENT,
+        ];
+        let unmount = Node::new("volume-unmount")
+            .with_leaf("volume-name", name)
+            .with_leaf("force", "true");
+        match self.call(&unmount, Some(svm)).await {
+            Ok(_) => {}
+            Err(e) if e.is_errno(&gone) => return Ok(()),
+            Err(e) if e.is_errno(&[errno::EVOL_NOT_MOUNTED]) => {}
+            Err(e) => return Err(e),
+        }
+        let offline = Node::new("volume-offline").with_leaf("name", name);
+        match self.call(&offline, Some(svm)).await {
+            Ok(_) => {}
+            Err(e) if e.is_errno(&gone) => return Ok(()),
+            Err(e) if e.is_errno(&[errno::EVOLUMEOFFLINE]) => {}
+            Err(e) => return Err(e),
+        }
+        let result = if flexgroup {
+            let n = Node::new("volume-destroy-async").with_leaf("volume-name", name);
+            self.call_async(&n, Some(svm), JOB_TIMEOUT).await
+        } else {
+            let n = Node::new("volume-destroy")
+                .with_leaf("name", name)
+                .with_leaf("unmount-and-offline", "true");
+            self.call(&n, Some(svm)).await.map(|_| ())
+        };
+        match result {
+            Err(e) if e.is_errno(&gone) => Ok(()),
+            r => r,
+        }
+    }
+
+    pub async fn snapshot_create(
+        &self,
+        svm: &str,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("snapshot-create")
+            .with_leaf("volume", volume)
+            .with_leaf("snapshot", snapshot);
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    pub async fn snapshots(
+        &self,
+        svm: &str,
+        volume: &str,
+    ) -> Result<Vec<SnapshotRecord>, ZapiError> {
+        let q = Node::new("snapshot-info").with_leaf("volume", volume);
+        let records = self
+            .iter("snapshot-get-iter", Some(q), None, Some(svm))
+            .await?;
+        Ok(records
+            .iter()
+            .filter(|r| r.str_at("volume") == volume)
+            .map(|r| SnapshotRecord {
+                name: r.str_at("name").to_string(),
+                volume: r.str_at("volume").to_string(),
+                access_time: r.u64_at("access-time").unwrap_or(0),
+                total_kib: r.u64_at("total").unwrap_or(0),
+                busy: r.bool_at("busy").unwrap_or(false),
+            })
+            .collect())
+    }
+
+    /// Deletes a snapshot; one already gone (or whose volume is gone) is success.
+    pub async fn snapshot_delete(
+        &self,
+        svm: &str,
+        volume: &str,
+        snapshot: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("snapshot-delete")
+            .with_leaf("volume", volume)
+            .with_leaf("snapshot", snapshot);
+        match self.call(&n, Some(svm)).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    pub async fn clone_create(
+        &self,
+        svm: &str,
+        name: &str,
+        parent: &str,
+        snapshot: &str,
+        space_reserve: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("volume-clone-create")
+            .with_leaf("volume", name)
+            .with_leaf("parent-volume", parent)
+            .with_leaf("parent-snapshot", snapshot)
+            .with_leaf("space-reserve", space_reserve);
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    pub async fn clone_split_start(&self, svm: &str, name: &str) -> Result<(), ZapiError> {
+        let n = Node::new("volume-clone-split-start").with_leaf("volume", name);
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    // ---- qtrees and quotas ----
+
+    pub async fn qtrees(
+        &self,
+        svm: &str,
+        volume_pattern: &str,
+        qtree_pattern: Option<&str>,
+    ) -> Result<Vec<QtreeRecord>, ZapiError> {
+        let q = Node::new("qtree-info")
+            .with_leaf("volume", volume_pattern)
+            .with_opt("qtree", qtree_pattern);
+        let desired = Node::new("qtree-info")
+            .with(Node::new("volume"))
+            .with(Node::new("qtree"));
+        let records = self
+            .iter("qtree-list-iter", Some(q), Some(desired), Some(svm))
+            .await?;
+        Ok(records
+            .iter()
+            .map(|r| QtreeRecord {
+                volume: r.str_at("volume").to_string(),
+                qtree: r.str_at("qtree").to_string(),
+            })
+            .filter(|q| !q.qtree.is_empty())
+            .collect())
+    }
+
+    pub async fn qtree_create(
+        &self,
+        svm: &str,
+        volume: &str,
+        qtree: &str,
+        mode: &str,
+        security_style: &str,
+        export_policy: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("qtree-create")
+            .with_leaf("volume", volume)
+            .with_leaf("qtree", qtree)
+            .with_leaf("mode", mode)
+            .with_leaf("security-style", security_style)
+            .with_leaf("export-policy", export_policy);
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    /// Deletes a qtree; one already gone is success.
+    pub async fn qtree_delete(
+        &self,
+        svm: &str,
+        volume: &str,
+        qtree: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("qtree-delete")
+            .with_leaf("qtree", format!("/vol/{volume}/{qtree}"))
+            .with_leaf("force", "true");
+        match self.call(&n, Some(svm)).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// Tree quota limits (bytes) by `/vol/<volume>/<qtree>` target.
+    pub async fn tree_quotas(
+        &self,
+        svm: &str,
+        volume_pattern: &str,
+    ) -> Result<std::collections::BTreeMap<String, u64>, ZapiError> {
+        let q = Node::new("quota-entry")
+            .with_leaf("volume", volume_pattern)
+            .with_leaf("quota-type", "tree");
+        let records = self
+            .iter("quota-list-entries-iter", Some(q), None, Some(svm))
+            .await?;
+        Ok(records
+            .iter()
+            .filter_map(|r| {
+                let kib = r.text_at("disk-limit")?.trim().parse::<u64>().ok()?;
+                Some((r.str_at("quota-target").to_string(), kib * 1024))
+            })
+            .collect())
+    }
+
+    pub async fn tree_quota_set(
+        &self,
+        svm: &str,
+        volume: &str,
+        qtree: &str,
+        bytes: u64,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("quota-set-entry")
+            .with_leaf("volume", volume)
+            .with_leaf("qtree", "")
+            .with_leaf("quota-target", format!("/vol/{volume}/{qtree}"))
+            .with_leaf("quota-type", "tree")
+            .with_leaf("disk-limit", bytes.div_ceil(1024).to_string());
+        self.call(&n, Some(svm)).await?;
+        self.quota_resize(svm, volume).await
+    }
+
+    pub async fn tree_quota_delete(
+        &self,
+        svm: &str,
+        volume: &str,
+        qtree: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("quota-delete-entry")
+            .with_leaf("volume", volume)
+            .with_leaf("qtree", "")
+            .with_leaf("quota-target", format!("/vol/{volume}/{qtree}"))
+            .with_leaf("quota-type", "tree");
+        match self.call(&n, Some(svm)).await {
+            Err(e) if e.is_not_found() => {}
+            r => {
+                r?;
+            }
+        }
+        self.quota_resize(svm, volume).await
+    }
+
+    /// Makes quota rule changes take effect (`quota-resize`, an async job).
+    pub async fn quota_resize(&self, svm: &str, volume: &str) -> Result<(), ZapiError> {
+        let n = Node::new("quota-resize").with_leaf("volume", volume);
+        match self.call_async(&n, Some(svm), JOB_TIMEOUT).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r,
+        }
+    }
+
+    pub async fn quota_on(&self, svm: &str, volume: &str) -> Result<(), ZapiError> {
+        let n = Node::new("quota-on").with_leaf("volume", volume);
+        self.call_async(&n, Some(svm), JOB_TIMEOUT).await
+    }
+
+    // ---- export policies ----
+
+    /// Creates an export policy with one rule for `client_match` unless it exists.
+    pub async fn ensure_export_policy(
+        &self,
+        svm: &str,
+        policy: &str,
+        client_match: &str,
+    ) -> Result<(), ZapiError> {
+        let n = Node::new("export-policy-create").with_leaf("policy-name", policy);
+        match self.call(&n, Some(svm)).await {
+            Ok(_) => {}
+            Err(e) if e.is_errno(&[errno::EDUPLICATEENTRY]) => {}
+            Err(e) => return Err(e),
+        }
+        let q = Node::new("export-rule-info").with_leaf("policy-name", policy);
+        let rules = self
+            .iter("export-rule-get-iter", Some(q), None, Some(svm))
+            .await?;
+        if rules
+            .iter()
+            .any(|r| r.str_at("client-match") == client_match)
+        {
+            return Ok(());
+        }
+        let flavor = |name: &str, v: &str| Node::new(name).with_leaf("security-flavor", v);
+        let n = Node::new("export-rule-create")
+            .with_leaf("policy-name", policy)
+            .with_leaf("client-match", client_match)
+            .with(Node::new("protocol").with_leaf("access-protocol", "nfs"))
+            .with(flavor("ro-rule", "any"))
+            .with(flavor("rw-rule", "any"))
+            .with(flavor("super-user-security", "any"));
+        match self.call(&n, Some(svm)).await {
+            Err(e)
+                if e.is_errno(&[errno::EAPIERROR])
+                    && e.reason().contains("already contains a rule") =>
+            {
+                Ok(())
+            }
+            r => r.map(|_| ()),
+        }
+    }
+
+    // ---- LUNs and igroups ----
+
+    pub async fn lun_create(
+        &self,
+        svm: &str,
+        path: &str,
+        size: u64,
+        thick: bool,
+    ) -> Result<u64, ZapiError> {
+        let n = Node::new("lun-create-by-size")
+            .with_leaf("path", path)
+            .with_leaf("size", size.to_string())
+            .with_leaf("ostype", "linux")
+            .with_leaf("space-reservation-enabled", thick.to_string())
+            .with_leaf("space-allocation-enabled", "false");
+        let r = self.call(&n, Some(svm)).await?;
+        Ok(r.u64_at("actual-size").unwrap_or(size))
+    }
+
+    /// LUN path → size, for LUNs whose path matches `pattern`.
+    pub async fn luns(
+        &self,
+        svm: &str,
+        pattern: &str,
+    ) -> Result<std::collections::BTreeMap<String, u64>, ZapiError> {
+        let q = Node::new("lun-info").with_leaf("path", pattern);
+        let records = self.iter("lun-get-iter", Some(q), None, Some(svm)).await?;
+        Ok(records
+            .iter()
+            .map(|r| (r.str_at("path").to_string(), r.u64_at("size").unwrap_or(0)))
+            .collect())
+    }
+
+    pub async fn lun_resize(&self, svm: &str, path: &str, size: u64) -> Result<(), ZapiError> {
+        let n = Node::new("lun-resize")
+            .with_leaf("path", path)
+            .with_leaf("size", size.to_string());
+        self.call(&n, Some(svm)).await.map(|_| ())
+    }
+
+    /// Creates the igroup unless it exists (9004 / 13130 are success).
+    pub async fn ensure_igroup(&self, svm: &str, igroup: &str) -> Result<(), ZapiError> {
+        let n = Node::new("igroup-create")
+            .with_leaf("initiator-group-name", igroup)
+            .with_leaf("initiator-group-type", "iscsi")
+            .with_leaf("os-type", "linux");
+        match self.call(&n, Some(svm)).await {
+            Err(e) if e.is_errno(&[errno::INITGROUP_EXISTS, errno::EDUPLICATEENTRY]) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// The LUN id of `path` in `igroup`, mapping it first when it is not mapped yet.
+    pub async fn lun_map(&self, svm: &str, path: &str, igroup: &str) -> Result<i32, ZapiError> {
+        let n = Node::new("lun-map-list-info").with_leaf("path", path);
+        let r = self.call(&n, Some(svm)).await?;
+        if let Some(groups) = r.child("initiator-groups") {
+            for g in groups.children_named("initiator-group-info") {
+                if g.str_at("initiator-group-name") == igroup {
+                    return Ok(g.u64_at("lun-id").unwrap_or(0) as i32);
+                }
+            }
+        }
+        let n = Node::new("lun-map")
+            .with_leaf("initiator-group", igroup)
+            .with_leaf("path", path);
+        let r = self.call(&n, Some(svm)).await?;
+        Ok(r.u64_at("lun-id-assigned").unwrap_or(0) as i32)
+    }
+
+    /// The LUN id of `path` in `igroup`, if mapped.
+    pub async fn lun_id(
+        &self,
+        svm: &str,
+        path: &str,
+        igroup: &str,
+    ) -> Result<Option<i32>, ZapiError> {
+        let n = Node::new("lun-map-list-info").with_leaf("path", path);
+        let r = self.call(&n, Some(svm)).await?;
+        Ok(r.child("initiator-groups").and_then(|groups| {
+            groups
+                .children_named("initiator-group-info")
+                .find(|g| g.str_at("initiator-group-name") == igroup)
+                .map(|g| g.u64_at("lun-id").unwrap_or(0) as i32)
+        }))
+    }
+
+    /// Unmaps (from `igroup`), offlines and destroys a LUN; "already gone" is success.
+    pub async fn lun_destroy(&self, svm: &str, path: &str, igroup: &str) -> Result<(), ZapiError> {
+        let gone = [
+            errno::EOBJECTNOTFOUND,
+            errno::NO_SUCH_VOLUME,
+            errno::EVOLUMEDOESNOTEXIST,
+            errno::ENOENT,
+        ];
+        let n = Node::new("lun-unmap")
+            .with_leaf("initiator-group", igroup)
+            .with_leaf("path", path);
+        match self.call(&n, Some(svm)).await {
+            Ok(_) => {}
+            Err(e) if e.is_errno(&gone) => return Ok(()),
+            Err(e) if e.is_errno(&[errno::NO_SUCH_LUNMAP, errno::NO_SUCH_INITGROUP]) => {}
+            Err(e) => return Err(e),
+        }
+        let n = Node::new("lun-offline").with_leaf("path", path);
+        match self.call(&n, Some(svm)).await {
+            Ok(_) => {}
+            Err(e) if e.is_errno(&gone) => return Ok(()),
+            Err(e) if e.is_errno(&[errno::VDISK_NOT_ENABLED]) => {}
+            Err(e) => return Err(e),
+        }
+        let n = Node::new("lun-destroy").with_leaf("path", path);
+        match self.call(&n, Some(svm)).await {
+            Err(e) if e.is_errno(&gone) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+}
