@@ -7,6 +7,7 @@
 pub mod config;
 pub mod fake;
 pub mod http;
+pub mod limit;
 pub mod local;
 pub mod ontap;
 pub mod registry;
@@ -20,6 +21,7 @@ use async_trait::async_trait;
 use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
 
 pub use config::CommonConfig;
+pub use limit::LimitedDriver;
 pub use registry::{BuiltDriver, build_driver};
 
 /// A driver error, classified by what the caller can do about it.

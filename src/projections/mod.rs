@@ -14,8 +14,13 @@ use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, Volu
 mod config_codec;
 mod replay;
 mod state_codec;
+mod views;
 
 pub use replay::{replay, restore};
+pub use views::{
+    BackendRuntime, BackendState, BackendView, Explanation, PoolExplanation, PoolView,
+    SnapshotView, StorageClassView, VolumeView,
+};
 
 /// A volume's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bincode::Encode, bincode::Decode)]
