@@ -85,8 +85,8 @@ impl EventFilter {
 
 /// The log's commit sink: applies to the projection, then tells followers.
 pub(crate) struct Sink {
-    pub projection: Arc<Projection>,
-    pub followers: broadcast::Sender<Arc<Envelope>>,
+    projection: Arc<Projection>,
+    followers: broadcast::Sender<Arc<Envelope>>,
 }
 
 impl Sink {
