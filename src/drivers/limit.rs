@@ -122,19 +122,19 @@ impl LimitedDriver {
     where
         F: Future<Output = DriverResult<T>>,
     {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        let queued = Counted::new(&self.queued);
         let queued_at = std::time::Instant::now();
         let permit = self.permits.acquire().await;
-        self.queued.fetch_sub(1, Ordering::Relaxed);
+        drop(queued);
         metrics::histogram!("storch_backend_queue_seconds")
             .record(queued_at.elapsed().as_secs_f64());
         let _permit = permit.map_err(|_| DriverError::Unavailable("backend stopped".into()))?;
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let running = Counted::new(&self.in_flight);
         let started = std::time::Instant::now();
         let backend = &self.backend;
         let span = tracing::debug_span!("driver", %backend, call = kind);
         let out = call.instrument(span).await;
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        drop(running);
         let outcome = if out.is_ok() { "ok" } else { "error" };
         metrics::histogram!("storch_driver_call_seconds", "backend" => backend.clone(),
             "call" => kind, "outcome" => outcome)
@@ -143,6 +143,23 @@ impl LimitedDriver {
             tracing::debug!(%backend, call = kind, error = %e, "driver call failed");
         }
         out
+    }
+}
+
+/// One call counted in a counter while it lives (a caller that gives up on a call, dropping
+/// it, is uncounted too).
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a AtomicUsize) -> Counted<'a> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Counted(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -261,5 +278,66 @@ mod tests {
         assert!(concurrency_limit(&doc(0.into())).is_err());
         assert!(concurrency_limit(&doc("8".into())).is_err());
         assert!(concurrency_limit(&doc(10_001.into())).is_err());
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    fn fake(latency: &str) -> Arc<dyn StorageDriver> {
+        let doc = serde_json::json!({
+            "version": 1,
+            "storageDriverName": "fake",
+            "instanceName": "limit",
+            "protocol": "file",
+            "latency": latency,
+            "pools": {"p1": {"attributes": {}, "sizeBytes": 10 * GIB}},
+        });
+        crate::drivers::build_driver(&doc).unwrap().driver
+    }
+
+    fn create(name: &str) -> CreateRequest {
+        CreateRequest {
+            internal_name: name.into(),
+            pool: "p1".into(),
+            size_bytes: GIB,
+            config: Default::default(),
+            requests: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_beyond_the_limit_queue_and_are_counted() {
+        // The array never answers within the test: the first call holds the only permit.
+        let d = Arc::new(LimitedDriver::new("b", fake("1h"), 1));
+        let calls: Vec<_> = ["trident-a", "trident-b"]
+            .into_iter()
+            .map(|name| {
+                let d = d.clone();
+                tokio::spawn(async move { d.create(&create(name)).await })
+            })
+            .collect();
+        while !(d.in_flight() == 1 && d.queued() == 1) {
+            tokio::task::yield_now().await;
+        }
+        // Callers that give up are no longer counted.
+        for call in calls {
+            call.abort();
+            assert!(call.await.unwrap_err().is_cancelled());
+        }
+        assert_eq!((d.in_flight(), d.queued()), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn free_bytes_follow_discovery_and_the_calls_made() {
+        let d = LimitedDriver::new("b", fake("0ms"), 4);
+        assert_eq!(d.pool_free_bytes("p1"), None);
+        d.discover().await.unwrap();
+        assert_eq!(d.pool_free_bytes("p1"), Some(10 * GIB));
+        d.create(&create("trident-a")).await.unwrap();
+        assert_eq!(d.pool_free_bytes("p1"), Some(9 * GIB));
+        d.resize("trident-a", 3 * GIB).await.unwrap();
+        assert_eq!(d.pool_free_bytes("p1"), Some(7 * GIB));
+        d.destroy("trident-a").await.unwrap();
+        assert_eq!(d.pool_free_bytes("p1"), Some(10 * GIB));
+        assert_eq!(d.limit(), 4);
     }
 }
