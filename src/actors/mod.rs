@@ -1,18 +1,19 @@
 //! The actors: the only module that imports actix. Everyone else uses [`Core`].
 //!
-//! - `core`: `Core`, the handle; one file per resource (backends, classes, volumes,
-//!   snapshots, explain).
-//! - `error`: `CoreError` and `RequestCtx`; `options`: `CoreOptions`.
+//! - `core/`: `Core`, the handle; one file per resource (backends, classes, volumes, …).
+//! - `error`: `CoreError` and `RequestCtx`.
+//! - `options`: `CoreOptions`.
 //! - `messages`: the messages actors take.
-//! - `shared`: the registry of live actors (by recipient), backend runtime status, readiness.
+//! - `shared`: the registry of live actors (by recipient), backend status, readiness.
 //! - `placement`: the placement policy (plan, shuffle, load ordering, explain hints).
 //! - `backend`: one actor per backend (driver init with retries; add, update, delete).
 //! - `class`: one actor per storage class (matched pools).
-//! - `volume`: virtual volume actors (create, delete, snapshots, resize, reconcile).
+//! - `volume/`: virtual volume actors (create, delete, snapshots, resize, reconcile).
 //! - `declared`: declarative config (apply a declaration of backends and classes).
 //! - `audit`: events, follow, health, stats; the log's commit sink.
-//! - `runtime`: start-up, reconciliation, shutdown; `standby`: start-up with etcd
-//!   replication (follow the leader until elected); `replay`: replay and checkpoints.
+//! - `runtime`: start-up, reconciliation of pending work, shutdown.
+//! - `standby`: start-up with etcd replication (follow the leader until elected).
+//! - `replay`: replay of the log and checkpoints, for `runtime` and `standby`.
 
 mod audit;
 mod backend;
