@@ -2,15 +2,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use tokio::sync::{broadcast, mpsc};
 
-use super::handle::{BackendState, Core, CoreError, Readiness};
-use super::shared::read;
+use super::core::Core;
+use super::error::CoreError;
+use super::shared::{Readiness, Shared, read};
 use crate::events::Event;
 use crate::log::{CommitSink, Envelope};
-use crate::projections::{Projection, VolumeState};
+use crate::projections::{BackendState, Projection, VolumeState};
 
 /// A committed event, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,8 +85,18 @@ impl EventFilter {
 
 /// The log's commit sink: applies to the projection, then tells followers.
 pub(crate) struct Sink {
-    pub projection: Arc<Projection>,
-    pub followers: broadcast::Sender<Arc<Envelope>>,
+    projection: Arc<Projection>,
+    followers: broadcast::Sender<Arc<Envelope>>,
+}
+
+impl Sink {
+    /// The sink that feeds this core's projection and followers.
+    pub fn for_shared(shared: &Shared) -> Sink {
+        Sink {
+            projection: shared.projection.clone(),
+            followers: shared.followers.clone(),
+        }
+    }
 }
 
 impl CommitSink for Sink {
@@ -278,9 +288,7 @@ impl Core {
                     None => BackendState::Failed(String::new()),
                 };
                 *stats.backends_by_state.entry(state.as_str()).or_default() += 1;
-                let free = slot
-                    .map(|s| read(&s.status.free_bytes).clone())
-                    .unwrap_or_default();
+                let free = slot.map(|s| s.status.free_bytes()).unwrap_or_default();
                 for p in &rec.pools {
                     stats.pools.push(PoolStats {
                         backend: name.clone(),
@@ -294,10 +302,11 @@ impl Core {
                     });
                 }
                 if let Some(slot) = slot {
+                    let driver = slot.status.driver();
                     stats.backends.push(BackendStats {
                         backend: name.clone(),
-                        queue_depth: slot.status.queued.load(Ordering::Relaxed) as u64,
-                        in_flight: slot.status.in_flight.load(Ordering::Relaxed) as u64,
+                        queue_depth: driver.as_ref().map_or(0, |d| d.queued()) as u64,
+                        in_flight: driver.as_ref().map_or(0, |d| d.in_flight()) as u64,
                     });
                 }
             }

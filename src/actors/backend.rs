@@ -1,140 +1,299 @@
-//! One actor per backend: owns the driver, limits concurrent driver calls, initialises the
-//! driver (with retries) and records pool changes.
+//! One actor per backend: builds and initialises its driver (with retries), and decides the
+//! backend's commands (add, update, delete) and records them. Every driver call, the actor's
+//! own included, goes through the backend's [`LimitedDriver`] (its concurrency limit).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use actix::prelude::*;
-use tokio::sync::Semaphore;
-use tracing::Instrument;
 
-use super::handle::BackendState;
-use super::shared::{BackendStatus, Shared, write};
-use crate::drivers::{
-    CloneRequest, CreateRequest, DriverError, SnapshotInfo, StorageDriver, VolumeInfo,
-};
-use crate::events::{BackendEvent, Event};
-
-/// Concurrent driver calls per backend, unless its config says `concurrencyLimit`.
-pub(crate) const DEFAULT_BACKEND_LIMIT: usize = 32;
-
-/// The most concurrent driver calls a backend config may ask for.
-const MAX_BACKEND_LIMIT: u64 = 10_000;
-
-/// The backend config's `concurrencyLimit` (a storch extension): how many driver calls may run
-/// on the array at once; the rest queue in the backend's actor.
-pub(crate) fn concurrency_limit(doc: &serde_json::Value) -> Result<usize, String> {
-    match doc.get("concurrencyLimit") {
-        None | Some(serde_json::Value::Null) => Ok(DEFAULT_BACKEND_LIMIT),
-        Some(v) => v
-            .as_u64()
-            .filter(|n| (1..=MAX_BACKEND_LIMIT).contains(n))
-            .map(|n| n as usize)
-            .ok_or_else(|| {
-                format!("invalid value for concurrencyLimit: expected an integer from 1 to {MAX_BACKEND_LIMIT}")
-            }),
-    }
-}
-
-/// A driver operation, run under the backend's concurrency limit.
-#[derive(Debug)]
-pub(crate) enum DriverCall {
-    Create(CreateRequest),
-    Clone(CloneRequest),
-    Get(String),
-    Destroy(String),
-    Resize(String, u64),
-    CreateSnapshot(String, String),
-    ListSnapshots(String),
-    DeleteSnapshot(String, String),
-}
-
-impl DriverCall {
-    fn kind(&self) -> &'static str {
-        match self {
-            DriverCall::Create(_) => "create",
-            DriverCall::Clone(_) => "clone",
-            DriverCall::Get(_) => "get",
-            DriverCall::Destroy(_) => "destroy",
-            DriverCall::Resize(..) => "resize",
-            DriverCall::CreateSnapshot(..) => "create_snapshot",
-            DriverCall::ListSnapshots(_) => "list_snapshots",
-            DriverCall::DeleteSnapshot(..) => "delete_snapshot",
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) enum CallOutput {
-    Volume(VolumeInfo),
-    MaybeVolume(Option<VolumeInfo>),
-    Snapshot(SnapshotInfo),
-    Snapshots(Vec<SnapshotInfo>),
-    Done,
-}
-
-#[derive(Message)]
-#[rtype(result = "Result<CallOutput, DriverError>")]
-pub(crate) struct Call(pub DriverCall);
-
-/// Stops the actor (backend purged or replaced).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct Stop;
-
-impl Handler<Stop> for BackendActor {
-    type Result = ();
-
-    fn handle(&mut self, _msg: Stop, ctx: &mut Self::Context) {
-        ctx.stop();
-    }
-}
+use super::error::{CoreError, RequestCtx};
+use super::messages::{DeleteBackend, PreparedBackend, StopBackend, UpdateBackend};
+use super::shared::{BackendSlot, BackendStatus, Shared, write};
+use crate::drivers::{DriverError, LimitedDriver, StorageDriver, limit};
+use crate::events::{BackendEvent, Event, VolumeEvent};
+use crate::projections::{BackendState, VolumeState};
 
 pub(crate) struct BackendActor {
     name: String,
     /// The full config (secrets included, memory only) to build the driver from, until built.
     rebuild: Option<serde_json::Value>,
     status: Arc<BackendStatus>,
-    limit: Arc<Semaphore>,
     shared: Arc<Shared>,
     init_attempts: u32,
 }
 
-impl BackendActor {
-    /// `status` starts `Online` for a driver discovered just now (added over the API), or
-    /// `Initializing` for a backend from the log, whose driver is discovered in `started` with
-    /// retries. `driver` is `None` when the recorded config no longer builds (shown failed).
-    pub fn new(
-        name: String,
-        status: Arc<BackendStatus>,
-        shared: Arc<Shared>,
-        rebuild: Option<serde_json::Value>,
-    ) -> BackendActor {
-        BackendActor {
+/// Where a backend actor gets its driver.
+pub(crate) enum DriverSource {
+    /// Built and discovered just now (added or updated over the API): online at once.
+    Ready(Arc<LimitedDriver>),
+    /// A config from the log (secrets merged back): built and discovered by the actor, with
+    /// retries, while the backend shows `initializing`/`failed`.
+    Build(serde_json::Value),
+    /// The recorded config cannot be used at all (e.g. its secrets cannot be unsealed).
+    Broken(String),
+}
+
+/// Starts a backend actor and registers it.
+pub(crate) fn start(shared: &Arc<Shared>, name: &str, source: DriverSource) {
+    let (status, rebuild) = match source {
+        DriverSource::Ready(driver) => {
+            (BackendStatus::new(BackendState::Online, Some(driver)), None)
+        }
+        DriverSource::Build(doc) => (
+            BackendStatus::new(BackendState::Initializing, None),
+            Some(doc),
+        ),
+        DriverSource::Broken(why) => (BackendStatus::new(BackendState::Failed(why), None), None),
+    };
+    let status = Arc::new(status);
+    let actor = BackendActor {
+        name: name.to_string(),
+        rebuild,
+        status: status.clone(),
+        shared: shared.clone(),
+        init_attempts: 0,
+    };
+    let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
+    let slot = BackendSlot {
+        update: addr.clone().recipient(),
+        delete: addr.clone().recipient(),
+        stop: addr.recipient(),
+        status,
+    };
+    write(&shared.backends).insert(name.to_string(), slot);
+}
+
+fn driver_error(e: DriverError) -> CoreError {
+    match e {
+        DriverError::Invalid(m) | DriverError::Unsupported(m) => CoreError::Invalid(m),
+        other => CoreError::Failed(other.to_string()),
+    }
+}
+
+/// Builds a backend config's driver behind its concurrency limit and discovers the array
+/// (through the limit); nothing is recorded yet.
+pub(crate) async fn prepare(
+    shared: &Shared,
+    doc: serde_json::Value,
+) -> Result<PreparedBackend, CoreError> {
+    if !doc.is_object() {
+        return Err(CoreError::Invalid(
+            "invalid config format: a backend config must be a JSON or YAML object".into(),
+        ));
+    }
+    let mut redacted = doc.clone();
+    let secrets = crate::secrets::split(&mut redacted);
+    let built = crate::drivers::build_driver(&doc).map_err(driver_error)?;
+    let limit = limit::concurrency_limit(&doc).map_err(CoreError::Invalid)?;
+    let driver_name = built.driver.driver_name().to_string();
+    let label = built.common.backend_name.as_deref().unwrap_or(&driver_name);
+    let mut driver = LimitedDriver::new(label, built.driver.clone(), limit);
+    let discovery = driver.discover().await.map_err(|e| {
+        CoreError::Failed(format!(
+            "problem initializing storage driver '{driver_name}': {e}"
+        ))
+    })?;
+    crate::model::validate_name("backendName", &discovery.backend_name)
+        .map_err(|e| CoreError::Invalid(e.to_string()))?;
+    if discovery.backend_name != label {
+        // Metrics and spans name the backend; its name was known only now.
+        driver = LimitedDriver::new(&discovery.backend_name, built.driver, limit);
+        driver.set_free_bytes(discovery.free_bytes.clone());
+    }
+    Ok(PreparedBackend {
+        name: discovery.backend_name.clone(),
+        driver: Arc::new(driver),
+        driver_name,
+        redacted: redacted.to_string(),
+        sealed: shared.secrets.seal(&secrets),
+        discovery,
+    })
+}
+
+/// Records a new backend and starts its actor; the caller holds `admin` and has checked the
+/// name is new.
+pub(crate) async fn add(
+    shared: &Arc<Shared>,
+    ctx: &RequestCtx,
+    prepared: PreparedBackend,
+) -> Result<String, CoreError> {
+    let name = prepared.name.clone();
+    let events = vec![
+        Event::backend(
+            &name,
+            BackendEvent::Added {
+                driver: prepared.driver_name.clone(),
+                config: prepared.redacted.clone(),
+                secrets: prepared.sealed.clone(),
+            },
+        ),
+        Event::backend(
+            &name,
+            BackendEvent::PoolsDiscovered {
+                protocol: prepared.discovery.protocol,
+                pools: prepared.discovery.pools.clone(),
+            },
+        ),
+    ];
+    shared.append(&ctx.request_id, events).await?;
+    start(shared, &name, DriverSource::Ready(prepared.driver));
+    super::class::rematch_all(shared).await;
+    tracing::info!(backend = %name, "backend added");
+    Ok(name)
+}
+
+/// The events of an update of backend `name` to `prepared`, decided against the log: type
+/// unchanged, a rename to a free name, pools rediscovered, and Trident's orphan check (is each
+/// volume still on the array the new config points at?), asked through the new driver.
+async fn decide_update(
+    shared: &Shared,
+    name: &str,
+    prepared: &PreparedBackend,
+) -> Result<Vec<Event>, CoreError> {
+    let Some(old) = shared.projection.read(|s| s.backends.get(name).cloned()) else {
+        return Err(CoreError::NotFound(format!("backend {name} was not found")));
+    };
+    if old.driver != prepared.driver_name {
+        return Err(CoreError::Invalid(format!(
+            "cannot update the backend as the old backend is of type {} and the new backend is of type {}",
+            old.driver, prepared.driver_name
+        )));
+    }
+    let new_name = prepared.name.clone();
+    let mut events = Vec::new();
+    if new_name != name {
+        if shared
+            .projection
+            .read(|s| s.backends.contains_key(&new_name))
+        {
+            return Err(CoreError::AlreadyExists(format!(
+                "backend {new_name} already exists"
+            )));
+        }
+        events.push(Event::backend(
             name,
-            rebuild,
-            limit: Arc::new(Semaphore::new(status.limit)),
-            status,
-            shared,
-            init_attempts: 0,
+            BackendEvent::Renamed {
+                to: new_name.clone(),
+            },
+        ));
+    }
+    events.push(Event::backend(
+        &new_name,
+        BackendEvent::Updated {
+            driver: prepared.driver_name.clone(),
+            config: prepared.redacted.clone(),
+            secrets: prepared.sealed.clone(),
+        },
+    ));
+    if old.pools != prepared.discovery.pools || old.protocol != prepared.discovery.protocol {
+        events.push(Event::backend(
+            &new_name,
+            BackendEvent::PoolsDiscovered {
+                protocol: prepared.discovery.protocol,
+                pools: prepared.discovery.pools.clone(),
+            },
+        ));
+    }
+    for vol in &old.volumes {
+        let Some(rec) = shared.projection.read(|s| s.volumes.get(vol).cloned()) else {
+            continue;
+        };
+        let found = prepared.driver.get(&rec.config().internal_name).await;
+        let orphaned = matches!(found, Ok(None));
+        if orphaned != rec.orphaned {
+            events.push(Event::volume(
+                vol,
+                VolumeEvent::OrphanedChanged { orphaned },
+            ));
         }
     }
+    Ok(events)
+}
 
-    fn driver(&self) -> Result<Arc<dyn StorageDriver>, DriverError> {
-        match (self.status.driver(), self.status.state()) {
-            (Some(d), BackendState::Online | BackendState::Offline) => Ok(d),
-            (_, BackendState::Failed(why)) => Err(DriverError::Unavailable(format!(
-                "backend {} is not available: {why}",
-                self.name
-            ))),
-            _ => Err(DriverError::Unavailable(format!(
-                "backend {} is still initializing",
-                self.name
-            ))),
+async fn update(
+    shared: Arc<Shared>,
+    name: String,
+    msg: UpdateBackend,
+) -> Result<String, CoreError> {
+    let events = decide_update(&shared, &name, &msg.prepared).await?;
+    shared.append(&msg.ctx.request_id, events).await?;
+    let new_name = msg.prepared.name.clone();
+    shared.stop_backend(&name);
+    start(&shared, &new_name, DriverSource::Ready(msg.prepared.driver));
+    super::class::rematch_all(&shared).await;
+    tracing::info!(backend = %new_name, "backend updated");
+    Ok(new_name)
+}
+
+/// Purges a backend without volumes (nor creates that may land there), or takes one with
+/// volumes offline.
+async fn delete(
+    shared: Arc<Shared>,
+    name: String,
+    status: Arc<BackendStatus>,
+    ctx: RequestCtx,
+) -> Result<(), CoreError> {
+    let in_use = shared.projection.read(|s| {
+        s.backends.get(&name).map(|b| {
+            !b.volumes.is_empty()
+                || s.volumes.values().any(|v| {
+                    v.state == VolumeState::Creating
+                        && v.candidates().iter().any(|p| p.backend == name)
+                })
+        })
+    });
+    match in_use {
+        None => return Err(CoreError::NotFound(format!("backend {name} not found"))),
+        Some(false) => {
+            let ev = Event::backend(&name, BackendEvent::Purged);
+            shared.append(&ctx.request_id, vec![ev]).await?;
+            shared.stop_backend(&name);
+        }
+        Some(true) => {
+            let ev = Event::backend(&name, BackendEvent::Offlined);
+            shared.append(&ctx.request_id, vec![ev]).await?;
+            if status.state() == BackendState::Online {
+                status.set_state(BackendState::Offline);
+            }
         }
     }
+    super::class::rematch_all(&shared).await;
+    Ok(())
+}
 
+impl Handler<UpdateBackend> for BackendActor {
+    type Result = AtomicResponse<Self, Result<String, CoreError>>;
+
+    fn handle(&mut self, msg: UpdateBackend, _ctx: &mut Self::Context) -> Self::Result {
+        let fut = update(self.shared.clone(), self.name.clone(), msg);
+        AtomicResponse::new(Box::pin(fut.into_actor(self)))
+    }
+}
+
+impl Handler<DeleteBackend> for BackendActor {
+    type Result = AtomicResponse<Self, Result<(), CoreError>>;
+
+    fn handle(&mut self, msg: DeleteBackend, _ctx: &mut Self::Context) -> Self::Result {
+        let fut = delete(
+            self.shared.clone(),
+            self.name.clone(),
+            self.status.clone(),
+            msg.ctx,
+        );
+        AtomicResponse::new(Box::pin(fut.into_actor(self)))
+    }
+}
+
+impl Handler<StopBackend> for BackendActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: StopBackend, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl BackendActor {
     /// Shows the backend failed and tries again later (exponential backoff).
     fn retry_init(&mut self, ctx: &mut Context<Self>, e: DriverError) {
         self.init_attempts += 1;
@@ -151,7 +310,9 @@ impl BackendActor {
         {
             match crate::drivers::build_driver(doc) {
                 Ok(built) => {
-                    self.status.set_driver(built.driver);
+                    let limit = limit::concurrency_limit(doc).unwrap_or(limit::DEFAULT_LIMIT);
+                    let driver = LimitedDriver::new(&self.name, built.driver, limit);
+                    self.status.set_driver(Arc::new(driver));
                     self.rebuild = None;
                 }
                 Err(e) => return self.retry_init(ctx, e),
@@ -166,12 +327,11 @@ impl BackendActor {
             let discovery = driver.discover().await?;
             record_discovery(&shared, &name, &discovery).await;
             report_unknown_volumes(&shared, &name, &*driver).await;
-            Ok::<_, DriverError>(discovery)
+            Ok::<_, DriverError>(())
         };
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| match res {
-            Ok(discovery) => {
+            Ok(()) => {
                 act.init_attempts = 0;
-                *write(&act.status.free_bytes) = discovery.free_bytes;
                 let online = act
                     .shared
                     .projection
@@ -192,11 +352,7 @@ impl BackendActor {
 }
 
 /// Records the discovered pools when they differ from what the log holds.
-pub(crate) async fn record_discovery(
-    shared: &Shared,
-    name: &str,
-    discovery: &crate::drivers::Discovery,
-) {
+async fn record_discovery(shared: &Shared, name: &str, discovery: &crate::drivers::Discovery) {
     let changed = shared.projection.read(|s| {
         s.backends
             .get(name)
@@ -262,99 +418,5 @@ impl Actor for BackendActor {
         if self.status.state() == BackendState::Initializing {
             self.initialise(ctx);
         }
-    }
-}
-
-impl Handler<Call> for BackendActor {
-    type Result = ResponseFuture<Result<CallOutput, DriverError>>;
-
-    fn handle(&mut self, Call(call): Call, _ctx: &mut Self::Context) -> Self::Result {
-        let driver = self.driver();
-        let limit = self.limit.clone();
-        let status = self.status.clone();
-        let backend = self.name.clone();
-        Box::pin(async move {
-            let driver = driver?;
-            status.queued.fetch_add(1, Ordering::Relaxed);
-            let queued_at = std::time::Instant::now();
-            let permit = limit.acquire_owned().await;
-            status.queued.fetch_sub(1, Ordering::Relaxed);
-            metrics::histogram!("storch_backend_queue_seconds")
-                .record(queued_at.elapsed().as_secs_f64());
-            let _permit = permit.map_err(|_| DriverError::Unavailable("backend stopped".into()))?;
-            status.in_flight.fetch_add(1, Ordering::Relaxed);
-            let kind = call.kind();
-            let started = std::time::Instant::now();
-            let span = tracing::debug_span!("driver", %backend, call = kind);
-            let out = run_call(&*driver, call, &status).instrument(span).await;
-            status.in_flight.fetch_sub(1, Ordering::Relaxed);
-            let outcome = if out.is_ok() { "ok" } else { "error" };
-            metrics::histogram!("storch_driver_call_seconds", "backend" => backend.clone(),
-                "call" => kind, "outcome" => outcome)
-            .record(started.elapsed().as_secs_f64());
-            if let Err(e) = &out {
-                tracing::debug!(%backend, call = kind, error = %e, "driver call failed");
-            }
-            out
-        })
-    }
-}
-
-async fn run_call(
-    driver: &dyn StorageDriver,
-    call: DriverCall,
-    status: &BackendStatus,
-) -> Result<CallOutput, DriverError> {
-    Ok(match call {
-        DriverCall::Create(req) => {
-            let info = driver.create(&req).await?;
-            adjust_free(status, &info.pool, info.size_bytes, false);
-            CallOutput::Volume(info)
-        }
-        DriverCall::Clone(req) => {
-            let info = driver.clone_volume(&req).await?;
-            adjust_free(status, &info.pool, info.size_bytes, false);
-            CallOutput::Volume(info)
-        }
-        DriverCall::Get(name) => CallOutput::MaybeVolume(driver.get(&name).await?),
-        DriverCall::Destroy(name) => {
-            let existing = driver.get(&name).await.ok().flatten();
-            driver.destroy(&name).await?;
-            if let Some(info) = existing {
-                adjust_free(status, &info.pool, info.size_bytes, true);
-            }
-            CallOutput::Done
-        }
-        DriverCall::Resize(name, size) => {
-            let before = driver.get(&name).await.ok().flatten();
-            driver.resize(&name, size).await?;
-            if let Some(info) = before {
-                adjust_free(
-                    status,
-                    &info.pool,
-                    size.saturating_sub(info.size_bytes),
-                    false,
-                );
-            }
-            CallOutput::Done
-        }
-        DriverCall::CreateSnapshot(vol, snap) => {
-            CallOutput::Snapshot(driver.create_snapshot(&vol, &snap).await?)
-        }
-        DriverCall::ListSnapshots(vol) => CallOutput::Snapshots(driver.list_snapshots(&vol).await?),
-        DriverCall::DeleteSnapshot(vol, snap) => {
-            driver.delete_snapshot(&vol, &snap).await?;
-            CallOutput::Done
-        }
-    })
-}
-
-fn adjust_free(status: &BackendStatus, pool: &str, bytes: u64, release: bool) {
-    if let Some(free) = write(&status.free_bytes).get_mut(pool) {
-        *free = if release {
-            free.saturating_add(bytes)
-        } else {
-            free.saturating_sub(bytes)
-        };
     }
 }

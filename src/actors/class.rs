@@ -6,18 +6,14 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use super::shared::{Shared, read, write};
+use super::messages::Rematch;
+use super::shared::{ClassSlot, Shared, read, write};
 use crate::model::{CompiledClass, PoolRef};
 
-/// Recompute the matched pools from the projection.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct Rematch;
-
 pub(crate) struct StorageClassActor {
-    pub name: String,
-    pub compiled: Arc<CompiledClass>,
-    pub shared: Arc<Shared>,
+    name: String,
+    compiled: Arc<CompiledClass>,
+    shared: Arc<Shared>,
 }
 
 impl Actor for StorageClassActor {
@@ -35,9 +31,26 @@ impl Handler<Rematch> for StorageClassActor {
     }
 }
 
+/// Starts a storage class actor with its matched pools computed, and registers it (replacing
+/// the class's previous actor, if any).
+pub(crate) fn start(shared: &Arc<Shared>, name: &str, compiled: Arc<CompiledClass>) {
+    let matched = Arc::new(matching_pools(shared, &compiled));
+    let actor = StorageClassActor {
+        name: name.to_string(),
+        compiled,
+        shared: shared.clone(),
+    };
+    let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
+    let slot = ClassSlot {
+        rematch: addr.recipient(),
+        matched,
+    };
+    write(&shared.classes).insert(name.to_string(), slot);
+}
+
 /// Pools of online backends that the class matches (Trident §3.4; offline backends' pools
 /// leave every class).
-pub(crate) fn matching_pools(shared: &Shared, class: &CompiledClass) -> BTreeSet<PoolRef> {
+fn matching_pools(shared: &Shared, class: &CompiledClass) -> BTreeSet<PoolRef> {
     shared.projection.read(|state| {
         state
             .backends
@@ -55,11 +68,11 @@ pub(crate) fn matching_pools(shared: &Shared, class: &CompiledClass) -> BTreeSet
 
 /// Asks every class actor to rematch and waits for all of them.
 pub(crate) async fn rematch_all(shared: &Shared) {
-    let addrs: Vec<_> = read(&shared.classes)
+    let recipients: Vec<_> = read(&shared.classes)
         .values()
-        .map(|s| s.addr.clone())
+        .map(|s| s.rematch.clone())
         .collect();
-    let waits = addrs.iter().map(|a| a.send(Rematch));
+    let waits = recipients.iter().map(|r| r.send(Rematch));
     for r in futures::future::join_all(waits).await {
         if let Err(e) = r {
             tracing::warn!(error = %e, "storage class actor did not answer a rematch");

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::handle::{Core, CoreError, RequestCtx};
+use super::core::Core;
+use super::error::{CoreError, RequestCtx};
 use crate::events::{BackendEvent, Event, StorageClassEvent};
 use crate::model::{CompiledClass, StorageClassConfig};
 
@@ -36,22 +37,21 @@ pub struct ApplyReport {
     pub errors: Vec<String>,
 }
 
-impl Core {
-    /// Reconciles the core with a declaration. Every entry is validated first; an invalid
-    /// declaration is refused as a whole (the error names the entry and the field) and changes
-    /// nothing.
-    pub async fn apply_declared(
-        &self,
-        ctx: &RequestCtx,
-        declared: Declared,
-    ) -> Result<ApplyReport, CoreError> {
-        self.shared.ensure_ready()?;
-        let source = declared.source.clone();
+/// A declaration checked as a whole: every entry valid, no name twice.
+struct Validated {
+    /// `(index in the file, backendName if the config names it, config)`.
+    backends: Vec<(usize, Option<String>, serde_json::Value)>,
+    classes: Vec<(StorageClassConfig, Arc<CompiledClass>)>,
+    class_names: BTreeSet<String>,
+}
 
-        // 1. Validate everything before changing anything.
+impl Declared {
+    /// Checks every entry before anything changes; the error names the entry and the field.
+    fn validate(&self) -> Result<Validated, CoreError> {
+        let source = &self.source;
         let mut backend_names = BTreeSet::new();
         let mut backends = Vec::new();
-        for (i, doc) in declared.backends.iter().enumerate() {
+        for (i, doc) in self.backends.iter().enumerate() {
             let built = crate::drivers::build_driver(doc)
                 .map_err(|e| CoreError::Invalid(format!("{source}: backends[{i}]: {e}")))?;
             let name = built.common.backend_name.clone();
@@ -66,7 +66,7 @@ impl Core {
         }
         let mut classes = Vec::new();
         let mut class_names = BTreeSet::new();
-        for (i, config) in declared.storage_classes.iter().enumerate() {
+        for (i, config) in self.storage_classes.iter().enumerate() {
             crate::model::validate_name("name", &config.name)
                 .map_err(|e| CoreError::Invalid(format!("{source}: storageClasses[{i}]: {e}")))?;
             if !class_names.insert(config.name.clone()) {
@@ -83,10 +83,60 @@ impl Core {
             })?;
             classes.push((config.clone(), Arc::new(compiled)));
         }
+        Ok(Validated {
+            backends,
+            classes,
+            class_names,
+        })
+    }
+}
 
-        // 2. Apply.
+impl Core {
+    /// Reconciles the core with a declaration. Every entry is validated first; an invalid
+    /// declaration is refused as a whole (the error names the entry and the field) and changes
+    /// nothing.
+    pub async fn apply_declared(
+        &self,
+        ctx: &RequestCtx,
+        declared: Declared,
+    ) -> Result<ApplyReport, CoreError> {
+        self.shared.ensure_ready()?;
+        let source = declared.source.clone();
+        let valid = declared.validate()?;
         let _admin = self.shared.admin.lock().await;
         let mut report = ApplyReport::default();
+        let declared_now = self.apply_backends(ctx, valid.backends, &mut report).await;
+        let mut marks = self
+            .remove_backends(ctx, &source, &declared_now, &mut report)
+            .await;
+        let managed_classes = self.shared.projection.read(|s| s.declared_classes.clone());
+        let classes = valid.classes;
+        marks.extend(
+            self.apply_classes(ctx, &source, classes, &managed_classes, &mut report)
+                .await?,
+        );
+        for (name, by) in &managed_classes {
+            if *by == source && !valid.class_names.contains(name) {
+                match self.delete_class_locked(ctx, name).await {
+                    Ok(()) => report.classes_removed.push(name.clone()),
+                    Err(e) => report.errors.push(format!("storage class {name}: {e}")),
+                }
+            }
+        }
+        if !marks.is_empty() {
+            self.shared.append(&ctx.request_id, marks).await?;
+        }
+        super::class::rematch_all(&self.shared).await;
+        Ok(report)
+    }
+
+    /// Adds or updates the declared backends that differ; returns the names declared now.
+    async fn apply_backends(
+        &self,
+        ctx: &RequestCtx,
+        backends: Vec<(usize, Option<String>, serde_json::Value)>,
+        report: &mut ApplyReport,
+    ) -> BTreeSet<String> {
         let mut declared_now = BTreeSet::new();
         for (i, name, doc) in backends {
             let entry = |n: &str| format!("backends[{i}] ({n})");
@@ -97,7 +147,7 @@ impl Core {
                 declared_now.insert(n.clone());
                 continue;
             }
-            let prepared = match self.prepare_backend(doc).await {
+            let prepared = match super::backend::prepare(&self.shared, doc).await {
                 Ok(p) => p,
                 Err(e) => {
                     report
@@ -118,22 +168,33 @@ impl Core {
             }
             declared_now.insert(n);
         }
-        let (managed, managed_classes) = self.shared.projection.read(|s| {
-            let b: BTreeMap<String, Option<String>> = s
-                .backends
+        declared_now
+    }
+
+    /// Takes offline the backends this source declared before and no longer does (never
+    /// deleting volumes); returns the `Declared` marks to record for backends whose manager
+    /// changes.
+    async fn remove_backends(
+        &self,
+        ctx: &RequestCtx,
+        source: &str,
+        declared_now: &BTreeSet<String>,
+        report: &mut ApplyReport,
+    ) -> Vec<Event> {
+        let managed: BTreeMap<String, Option<String>> = self.shared.projection.read(|s| {
+            s.backends
                 .iter()
                 .map(|(n, b)| (n.clone(), b.declared_by.clone()))
-                .collect();
-            (b, s.declared_classes.clone())
+                .collect()
         });
         let mut marks = Vec::new();
         for (name, by) in &managed {
-            let ours = by.as_deref() == Some(source.as_str());
+            let ours = by.as_deref() == Some(source);
             if declared_now.contains(name) && !ours {
                 marks.push(Event::backend(
                     name,
                     BackendEvent::Declared {
-                        source: Some(source.clone()),
+                        source: Some(source.to_string()),
                     },
                 ));
             } else if !declared_now.contains(name) && ours {
@@ -154,7 +215,20 @@ impl Core {
                 }
             }
         }
+        marks
+    }
 
+    /// Adds or updates the declared classes that differ; returns the `Declared` marks to
+    /// record for classes whose manager changes.
+    async fn apply_classes(
+        &self,
+        ctx: &RequestCtx,
+        source: &str,
+        classes: Vec<(StorageClassConfig, Arc<CompiledClass>)>,
+        managed: &BTreeMap<String, String>,
+        report: &mut ApplyReport,
+    ) -> Result<Vec<Event>, CoreError> {
+        let mut marks = Vec::new();
         for (config, compiled) in classes {
             let name = config.name.clone();
             let existing = self
@@ -168,34 +242,20 @@ impl Core {
                 },
                 Some(old) if old == config => report.classes_unchanged.push(name.clone()),
                 Some(_) => {
-                    let ev = Event::class(&name, StorageClassEvent::Updated { config });
-                    self.shared.append(&ctx.request_id, vec![ev]).await?;
-                    super::handle::start_class(&self.shared, &name, compiled);
+                    self.update_class_locked(ctx, config, compiled).await?;
                     report.classes_updated.push(name.clone());
                 }
             }
-            if managed_classes.get(&name) != Some(&source) {
+            if managed.get(&name).map(String::as_str) != Some(source) {
                 marks.push(Event::class(
                     &name,
                     StorageClassEvent::Declared {
-                        source: Some(source.clone()),
+                        source: Some(source.to_string()),
                     },
                 ));
             }
         }
-        for (name, by) in &managed_classes {
-            if *by == source && !class_names.contains(name) {
-                match self.delete_class_locked(ctx, name).await {
-                    Ok(()) => report.classes_removed.push(name.clone()),
-                    Err(e) => report.errors.push(format!("storage class {name}: {e}")),
-                }
-            }
-        }
-        if !marks.is_empty() {
-            self.shared.append(&ctx.request_id, marks).await?;
-        }
-        super::class::rematch_all(&self.shared).await;
-        Ok(report)
+        Ok(marks)
     }
 
     /// Whether backend `name` already has exactly this config (secrets included).

@@ -4,12 +4,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use super::handle::{
-    Core, CoreError, CoreOptions, DriverSource, Readiness, start_backend, start_class,
-};
-use super::shared::{Shared, read, write};
-use crate::log::{EventLog, LogError};
-use crate::projections::{Projection, State, VolumeState};
+use super::audit::Sink;
+use super::backend::{self, DriverSource};
+use super::core::Core;
+use super::error::CoreError;
+use super::messages::Reconcile;
+use super::options::CoreOptions;
+use super::replay::{checkpoint, replay_log};
+use super::shared::{Readiness, Shared, read, write};
+use super::{class, volume};
+use crate::log::EventLog;
+use crate::projections::{Projection, VolumeState};
 use crate::secrets::SecretBox;
 
 /// The running core: its handle plus what is needed to stop it cleanly.
@@ -128,47 +133,6 @@ impl CoreRuntime {
     }
 }
 
-/// Replays the log (from the newest checkpoint) into a state.
-fn replay(log: &EventLog) -> Result<State, LogError> {
-    crate::projections::restore(log)
-}
-
-/// Replays the log into a state on a blocking thread; a failure is recorded as the readiness.
-pub(super) async fn replay_log(shared: &Shared, log: &Arc<EventLog>) -> Option<State> {
-    let started = std::time::Instant::now();
-    let replay_log = log.clone();
-    let state = match tokio::task::spawn_blocking(move || replay(&replay_log)).await {
-        Ok(Ok(state)) => state,
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "event log replay failed; refusing to start");
-            *write(&shared.readiness) = Readiness::Failed(format!(
-                "{e}; run `storch events verify --data-dir DIR` to inspect the log"
-            ));
-            return None;
-        }
-        Err(e) => {
-            *write(&shared.readiness) = Readiness::Failed(format!("replay panicked: {e}"));
-            return None;
-        }
-    };
-    tracing::info!(
-        head = state.head,
-        backends = state.backends.len(),
-        classes = state.classes.len(),
-        volumes = state.volumes.len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "event log replayed"
-    );
-    Some(state)
-}
-
-pub(super) fn commit_sink(shared: &Shared) -> Arc<super::audit::Sink> {
-    Arc::new(super::audit::Sink {
-        projection: shared.projection.clone(),
-        followers: shared.followers.clone(),
-    })
-}
-
 async fn boot(shared: Arc<Shared>) {
     let Some(log) = shared.log() else { return };
     let replicator = match shared.opts.replication.clone() {
@@ -216,12 +180,12 @@ async fn boot(shared: Arc<Shared>) {
             .collect();
         (state.classes.clone(), backends, pending)
     });
-    let appender = log.start_writer_with(commit_sink(&shared), replicator);
+    let appender = log.start_writer_with(Arc::new(Sink::for_shared(&shared)), replicator);
     *write(&shared.appender) = Some(appender);
 
     for (name, config) in classes {
         match crate::model::CompiledClass::compile(config) {
-            Ok(c) => start_class(&shared, &name, Arc::new(c)),
+            Ok(c) => class::start(&shared, &name, Arc::new(c)),
             Err(e) => {
                 tracing::error!(class = %name, error = %e, "recorded storage class no longer compiles")
             }
@@ -240,14 +204,14 @@ async fn boot(shared: Arc<Shared>) {
         if let DriverSource::Broken(why) = &source {
             tracing::error!(backend = %name, error = %why, "recorded backend cannot be started");
         }
-        start_backend(&shared, &name, source);
+        backend::start(&shared, &name, source);
     }
-    super::class::rematch_all(&shared).await;
+    class::rematch_all(&shared).await;
     *write(&shared.readiness) = Readiness::Ready;
     tracing::info!("storch core is ready");
 
     for name in pending {
-        super::volume::activate(&shared, &name).do_send(super::volume::Reconcile);
+        volume::activate(&shared, &name, |to| to.reconcile.do_send(Reconcile));
     }
     let mut last = shared.projection.read(|s| s.head);
     loop {
@@ -257,17 +221,5 @@ async fn boot(shared: Arc<Shared>) {
             checkpoint(&shared).await;
             last = head;
         }
-    }
-}
-
-pub(super) async fn checkpoint(shared: &Shared) {
-    let (seq, bytes) = shared.projection.read(|s| (s.head, s.encode()));
-    if seq == 0 {
-        return;
-    }
-    let Some(log) = shared.log() else { return };
-    match log.save_checkpoint(seq, bytes).await {
-        Ok(()) => tracing::debug!(seq, "checkpoint written"),
-        Err(e) => tracing::warn!(seq, error = %e, "checkpoint failed"),
     }
 }

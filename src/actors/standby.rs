@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::handle::Readiness;
-use super::shared::{Shared, write};
+use super::audit::Sink;
+use super::replay::{checkpoint, replay_log};
+use super::shared::{Readiness, Shared, write};
 use crate::log::{CommitSink, EventLog};
 use crate::replication::{Node, ReplicationError};
 
@@ -41,7 +42,7 @@ async fn cut_back(shared: &Shared, log: &Arc<EventLog>, keep: u64, replayed: boo
     if !replayed {
         return true;
     }
-    match super::runtime::replay_log(shared, log).await {
+    match replay_log(shared, log).await {
         Some(state) => {
             shared.projection.replace(state);
             true
@@ -68,7 +69,7 @@ async fn catch_up(
         match node.pull(log).await {
             Ok(pull) => {
                 if replayed && !pull.appended.is_empty() {
-                    super::runtime::commit_sink(shared).committed(&pull.appended);
+                    Sink::for_shared(shared).committed(&pull.appended);
                 }
                 if pull.more {
                     continue;
@@ -120,7 +121,7 @@ pub(super) async fn follow_until_elected(
             }
         }
     }
-    let Some(state) = super::runtime::replay_log(shared, log).await else {
+    let Some(state) = replay_log(shared, log).await else {
         return false;
     };
     shared.projection.replace(state);
@@ -153,7 +154,7 @@ pub(super) async fn follow_until_elected(
         }
         let head = log.head().0;
         if head.saturating_sub(last_checkpoint) >= shared.opts.checkpoint_every {
-            super::runtime::checkpoint(shared).await;
+            checkpoint(shared).await;
             last_checkpoint = head;
         }
         node.wait(POLL).await;

@@ -16,6 +16,7 @@
 
 pub mod config;
 pub mod fake;
+pub mod limit;
 pub mod local;
 pub mod ontap;
 pub mod registry;
@@ -30,6 +31,7 @@ use async_trait::async_trait;
 use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
 
 pub use config::CommonConfig;
+pub use limit::LimitedDriver;
 pub use registry::{BuiltDriver, attachment, build_driver};
 
 /// A driver error, classified by what the caller can do about it.

@@ -1,0 +1,162 @@
+//! Backends: add, update and delete (decided by the backend's actor), and reads.
+
+use super::Core;
+use crate::actors::backend;
+use crate::actors::error::{CoreError, RequestCtx, observe};
+use crate::actors::messages::{DeleteBackend, PreparedBackend, UpdateBackend};
+use crate::actors::shared::BackendSlot;
+use crate::projections::{BackendRuntime, BackendState, BackendView};
+
+impl Core {
+    /// Adds a backend from its config document (JSON value; YAML is converted by the caller).
+    /// An existing name is an update. Returns the backend name.
+    pub async fn add_backend(
+        &self,
+        ctx: &RequestCtx,
+        doc: serde_json::Value,
+    ) -> Result<String, CoreError> {
+        let started = std::time::Instant::now();
+        let result = async {
+            self.shared.ensure_ready()?;
+            let prepared = backend::prepare(&self.shared, doc).await?;
+            let _admin = self.shared.admin.lock().await;
+            self.add_locked(ctx, prepared).await
+        }
+        .await;
+        observe("add_backend", started, &result);
+        result
+    }
+
+    /// Updates backend `name`; returns the (possibly new) name.
+    pub async fn update_backend(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        doc: serde_json::Value,
+    ) -> Result<String, CoreError> {
+        let started = std::time::Instant::now();
+        let result = async {
+            self.shared.ensure_ready()?;
+            if !self.backend_exists(name) {
+                return Err(CoreError::NotFound(format!("backend {name} was not found")));
+            }
+            let prepared = backend::prepare(&self.shared, doc).await?;
+            let _admin = self.shared.admin.lock().await;
+            self.update_locked(ctx, name, prepared).await
+        }
+        .await;
+        observe("update_backend", started, &result);
+        result
+    }
+
+    /// Deletes a backend without volumes, or takes one with volumes offline.
+    pub async fn delete_backend(&self, ctx: &RequestCtx, name: &str) -> Result<(), CoreError> {
+        let started = std::time::Instant::now();
+        let result = async {
+            self.shared.ensure_ready()?;
+            let _admin = self.shared.admin.lock().await;
+            self.delete_locked(ctx, name).await
+        }
+        .await;
+        observe("delete_backend", started, &result);
+        result
+    }
+
+    fn backend_exists(&self, name: &str) -> bool {
+        self.shared
+            .projection
+            .read(|s| s.backends.contains_key(name))
+    }
+
+    /// Adds (or, for an existing name, updates) a prepared backend; the caller holds `admin`.
+    pub(in crate::actors) async fn add_locked(
+        &self,
+        ctx: &RequestCtx,
+        prepared: PreparedBackend,
+    ) -> Result<String, CoreError> {
+        if self.backend_exists(&prepared.name) {
+            let name = prepared.name.clone();
+            return self.update_locked(ctx, &name, prepared).await;
+        }
+        backend::add(&self.shared, ctx, prepared).await
+    }
+
+    async fn update_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        prepared: PreparedBackend,
+    ) -> Result<String, CoreError> {
+        let not_found = || CoreError::NotFound(format!("backend {name} was not found"));
+        let to = self.backend_actor(name, not_found)?.update;
+        let msg = UpdateBackend {
+            ctx: ctx.clone(),
+            prepared,
+        };
+        to.send(msg).await.map_err(|_| gone(name))?
+    }
+
+    /// Deletes a backend without volumes, or takes one with volumes offline; the caller holds
+    /// `admin`.
+    pub(in crate::actors) async fn delete_locked(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+    ) -> Result<(), CoreError> {
+        let not_found = || CoreError::NotFound(format!("backend {name} not found"));
+        let to = self.backend_actor(name, not_found)?.delete;
+        let msg = DeleteBackend { ctx: ctx.clone() };
+        to.send(msg).await.map_err(|_| gone(name))?
+    }
+
+    /// The actor of a recorded backend.
+    fn backend_actor(
+        &self,
+        name: &str,
+        not_found: impl FnOnce() -> CoreError,
+    ) -> Result<BackendSlot, CoreError> {
+        if !self.backend_exists(name) {
+            return Err(not_found());
+        }
+        self.shared.backend(name).ok_or_else(|| gone(name))
+    }
+
+    pub fn get_backend(&self, name: &str) -> Result<BackendView, CoreError> {
+        self.shared.ensure_readable()?;
+        let slot = self.shared.backend(name);
+        let state = match &slot {
+            Some(s) => s.status.state(),
+            None if self.shared.standby_leader().is_some() => {
+                BackendState::Failed("not run here: this instance is a standby".into())
+            }
+            None => BackendState::Failed("backend actor is not running".into()),
+        };
+        let driver = slot.as_ref().and_then(|s| s.status.driver());
+        let runtime = BackendRuntime {
+            state,
+            free_bytes: driver.as_ref().map(|d| d.free_bytes()).unwrap_or_default(),
+            config: driver.map(|d| crate::drivers::StorageDriver::external_config(&*d)),
+            classes: self.shared.classes_of_pools(),
+        };
+        self.shared
+            .projection
+            .read(|s| s.backend_view(name, runtime))
+            .ok_or_else(|| CoreError::NotFound(format!("backend {name} was not found")))
+    }
+
+    /// Names of online backends, sorted.
+    pub fn list_backends(&self) -> Result<Vec<String>, CoreError> {
+        self.shared.ensure_readable()?;
+        Ok(self.shared.projection.read(|s| {
+            s.backends
+                .iter()
+                .filter(|(_, b)| b.online)
+                .map(|(n, _)| n.clone())
+                .collect()
+        }))
+    }
+}
+
+fn gone(name: &str) -> CoreError {
+    CoreError::Unavailable(format!("backend {name} is not running"))
+}

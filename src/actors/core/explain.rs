@@ -1,0 +1,87 @@
+//! Explain: for every pool of every backend, would a create in a class take it, and if not,
+//! why (the placement policy's filters, spelled out).
+
+use super::Core;
+use crate::actors::error::CoreError;
+use crate::actors::placement::serves;
+use crate::model::{CompiledClass, Protocol};
+use crate::projections::{BackendState, Explanation, PoolExplanation};
+
+impl Core {
+    /// For every pool of every backend: would a create in `class` (with `protocol` and `size`)
+    /// try it, and if not, why.
+    pub fn explain(
+        &self,
+        class: &str,
+        protocol: Protocol,
+        size_bytes: Option<u64>,
+    ) -> Result<Explanation, CoreError> {
+        self.shared.ensure_readable()?;
+        let config = self
+            .shared
+            .projection
+            .read(|s| s.classes.get(class).cloned())
+            .ok_or_else(|| CoreError::NotFound(format!("storage class {class} was not found")))?;
+        let compiled = CompiledClass::compile(config).map_err(CoreError::Internal)?;
+        let backends = self.shared.projection.read(|s| s.backends.clone());
+        let mut pools = Vec::new();
+        for (name, rec) in &backends {
+            let slot = self.shared.backend(name);
+            let free = slot
+                .as_ref()
+                .map(|s| s.status.free_bytes())
+                .unwrap_or_default();
+            let state = slot.as_ref().map(|s| s.status.state());
+            for pool in &rec.pools {
+                let mut reasons = Vec::new();
+                let verdict = compiled.check(name, pool);
+                if !verdict.is_match() {
+                    reasons.push(verdict.to_string());
+                }
+                if !rec.online {
+                    reasons.push(format!(
+                        "backend {name} is offline (deleted while it still has volumes)"
+                    ));
+                } else {
+                    match &state {
+                        Some(BackendState::Online) => {}
+                        Some(BackendState::Failed(why)) => {
+                            reasons.push(format!("backend {name} has failed: {why}"))
+                        }
+                        Some(other) => {
+                            reasons.push(format!("backend {name} is {}", other.as_str()))
+                        }
+                        None => reasons.push(format!("backend {name} is not running")),
+                    }
+                }
+                if !serves(rec.protocol, protocol) {
+                    reasons.push(format!(
+                        "protocol mismatch: the class was asked for {protocol}, backend {name} serves {}",
+                        if rec.protocol == Protocol::Any { "any" } else { rec.protocol.as_str() }
+                    ));
+                }
+                if let (Some(size), Some(free)) = (size_bytes, free.get(&pool.name))
+                    && *free < size
+                {
+                    reasons.push(format!(
+                        "not enough free capacity: {} requested, {} free",
+                        crate::model::format_size(size),
+                        crate::model::format_size(*free)
+                    ));
+                }
+                pools.push(PoolExplanation {
+                    backend: name.clone(),
+                    pool: pool.name.clone(),
+                    candidate: reasons.is_empty(),
+                    reasons,
+                });
+            }
+        }
+        Ok(Explanation {
+            storage_class: class.to_string(),
+            protocol,
+            size_bytes,
+            pools,
+        })
+    }
+}

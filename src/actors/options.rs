@@ -1,0 +1,33 @@
+//! `CoreOptions`, the settings of the core.
+
+use std::sync::Arc;
+
+/// Settings of the core.
+#[derive(Debug, Clone)]
+pub struct CoreOptions {
+    /// Where the event log (and secrets key) live.
+    pub data_dir: std::path::PathBuf,
+    pub durability: crate::log::Durability,
+    /// A volume actor stops after this long without messages.
+    pub volume_idle: std::time::Duration,
+    /// Write a projection checkpoint after this many events.
+    pub checkpoint_every: u64,
+    /// Replicate the log through etcd (leader election, standbys).
+    pub replication: Option<Arc<crate::replication::Node>>,
+    /// The key that seals secrets in the log; `None`: `data_dir/secret.key`, created if
+    /// missing.
+    pub secrets_key: Option<std::path::PathBuf>,
+}
+
+impl Default for CoreOptions {
+    fn default() -> Self {
+        CoreOptions {
+            data_dir: "storch-data".into(),
+            durability: crate::log::Durability::Flush,
+            volume_idle: std::time::Duration::from_secs(30),
+            checkpoint_every: 10_000,
+            replication: None,
+            secrets_key: None,
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The placement policy: which pools a create tries, in which order.
+//!
+//! Candidates are the class's matched pools ∩ protocol ∩ backend online ∩ free capacity,
+//! shuffled with a recorded seed, then ordered by their backend's load (driver calls running
+//! and queued per permit, plus creates planned onto it first whose intent is not yet durable;
+//! a stable sort, so the shuffle decides among equals). An idle system places at random, as
+//! Trident does; a busy one sends new work to the array with free permits instead of queueing
+//! it behind another's. The order is recorded in `PlacementPlanned`, so replay and
+//! reconciliation never recompute it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::error::CoreError;
+use super::shared::{BackendStatus, Shared, read};
+use crate::model::{PoolRef, Protocol};
+use crate::projections::BackendState;
+
+/// The pools a create of `size_bytes` in `class` over `protocol` tries, in order.
+pub(crate) fn plan(
+    shared: &Shared,
+    class: &str,
+    protocol: Protocol,
+    size_bytes: u64,
+    seed: u64,
+) -> Result<Vec<PoolRef>, CoreError> {
+    let matched = match read(&shared.classes).get(class) {
+        Some(slot) => slot.matched.clone(),
+        None => {
+            return Err(CoreError::Invalid(format!(
+                "unknown storage class: {class}"
+            )));
+        }
+    };
+    let mut candidates = Vec::with_capacity(matched.len());
+    shared.projection.read(|state| {
+        let backends = read(&shared.backends);
+        for pool in matched.iter() {
+            let Some(rec) = state.backends.get(&pool.backend) else {
+                continue;
+            };
+            if !rec.online || !serves(rec.protocol, protocol) {
+                continue;
+            }
+            let Some(slot) = backends.get(&pool.backend) else {
+                continue;
+            };
+            if slot.status.state() != BackendState::Online {
+                continue;
+            }
+            let free = slot
+                .status
+                .driver()
+                .and_then(|d| d.pool_free_bytes(&pool.pool));
+            if free.is_some_and(|f| f < size_bytes) {
+                continue;
+            }
+            candidates.push(pool.clone());
+        }
+    });
+    if candidates.is_empty() {
+        return Err(CoreError::Failed(format!(
+            "no available backends for storage class {class}; {}",
+            explain_hint(class)
+        )));
+    }
+    shuffle(&mut candidates, seed);
+    let backends = read(&shared.backends);
+    candidates.sort_by_cached_key(|p| backends.get(&p.backend).map_or(0, |b| load(&b.status)));
+    Ok(candidates)
+}
+
+/// Driver calls running, waiting or planned, per permit, in 1/1024ths: how busy the array
+/// is relative to what it may take at once.
+fn load(status: &BackendStatus) -> usize {
+    let planned = status.planned.load(Ordering::Relaxed);
+    match status.driver() {
+        Some(d) => (d.queued() + d.in_flight() + planned).saturating_mul(1024) / d.limit(),
+        None => planned.saturating_mul(1024),
+    }
+}
+
+/// A create planned onto a backend first, counted in its load until dropped (once its call
+/// reaches the backend's driver, which counts it from then on).
+pub(crate) struct Planned(Arc<BackendStatus>);
+
+impl Planned {
+    /// Counts a create planned onto `backend`, if it runs.
+    pub fn onto(shared: &Shared, backend: &str) -> Option<Planned> {
+        let status = read(&shared.backends).get(backend)?.status.clone();
+        status.planned.fetch_add(1, Ordering::Relaxed);
+        Some(Planned(status))
+    }
+}
+
+impl Drop for Planned {
+    fn drop(&mut self) {
+        self.0.planned.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a backend serving `backend` can take a volume asking for `wanted`: either side
+/// may be `Any` (a local or fake backend with no fixed protocol serves both).
+pub(crate) fn serves(backend: Protocol, wanted: Protocol) -> bool {
+    backend == Protocol::Any || wanted == Protocol::Any || backend == wanted
+}
+
+/// Where a failed create points the user.
+pub(crate) fn explain_hint(class: &str) -> String {
+    format!(
+        "`storch explain storageclass {class}` (GET /trident/v1/storageclass/{class}/explain) \
+         shows why each pool was or was not used"
+    )
+}
+
+/// Fisher–Yates with splitmix64: reproducible from the seed recorded in `PlacementPlanned`,
+/// whatever the version of the `rand` crate.
+pub(crate) fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut x = seed;
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..items.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_reproducible_permutation() {
+        let mut a: Vec<u32> = (0..50).collect();
+        let mut b = a.clone();
+        shuffle(&mut a, 42);
+        shuffle(&mut b, 42);
+        assert_eq!(a, b);
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
+        let mut c: Vec<u32> = (0..50).collect();
+        shuffle(&mut c, 43);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn shuffle_is_roughly_uniform() {
+        // Each of 4 items should land first about a quarter of the time.
+        let mut first = [0u32; 4];
+        for seed in 0..4000u64 {
+            let mut v = [0usize, 1, 2, 3];
+            shuffle(&mut v, seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+            first[v[0]] += 1;
+        }
+        for n in first {
+            assert!((800..1200).contains(&n), "{first:?}");
+        }
+    }
+}
