@@ -3,13 +3,12 @@
 //! own included, goes through the backend's [`LimitedDriver`] (its concurrency limit).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 
 use super::error::{CoreError, RequestCtx};
 use super::messages::{DeleteBackend, PreparedBackend, StopBackend, UpdateBackend};
-use super::shared::{BackendSlot, BackendStatus, Shared, write};
+use super::shared::{BackendSlot, BackendStatus, Shared, retry_delay, write};
 use crate::drivers::{DriverError, LimitedDriver, StorageDriver, limit};
 use crate::events::{BackendEvent, Event, VolumeEvent};
 use crate::projections::{BackendState, VolumeState};
@@ -297,7 +296,7 @@ impl BackendActor {
     /// Shows the backend failed and tries again later (exponential backoff).
     fn retry_init(&mut self, ctx: &mut Context<Self>, e: DriverError) {
         self.init_attempts += 1;
-        let delay = backoff(self.init_attempts);
+        let delay = retry_delay(self.init_attempts);
         tracing::warn!(backend = %self.name, error = %e, retry_in = ?delay,
             "backend failed to initialise");
         self.status.set_state(BackendState::Failed(e.to_string()));
@@ -403,11 +402,6 @@ async fn report_unknown_volumes(shared: &Shared, name: &str, driver: &dyn Storag
         tracing::warn!(backend = %name, count = unknown.len(), volumes = ?unknown,
             "the array holds volumes the event log does not know");
     }
-}
-
-/// Exponential backoff: 1 s, 2 s, 4 s … capped at 60 s.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_secs(1u64 << attempt.saturating_sub(1).min(6)).min(Duration::from_secs(60))
 }
 
 impl Actor for BackendActor {

@@ -247,3 +247,13 @@ impl Shared {
         out
     }
 }
+
+/// How long an actor waits before retrying failed work (a backend's driver start, a volume's
+/// delete): 1 s, 2 s, 4 s … capped at 60 s.
+pub(crate) fn retry_delay(attempt: u32) -> std::time::Duration {
+    crate::net::backoff(
+        attempt,
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(60),
+    )
+}

@@ -23,12 +23,11 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tracing::Instrument;
 
-use super::backend::backoff;
 use super::error::CoreError;
 use super::messages::{
     CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, Reconcile, ResizeVolume,
 };
-use super::shared::{Shared, VolumeMessage, VolumeRecipients};
+use super::shared::{Shared, VolumeMessage, VolumeRecipients, retry_delay};
 use crate::projections::VolumeState;
 use create::{create_volume, reconcile_create};
 use delete::{DeleteError, delete};
@@ -53,7 +52,7 @@ impl VolumeActor {
     fn schedule_retry(&mut self, ctx: &mut Context<Self>) {
         self.attempts += 1;
         self.retry_pending = true;
-        let delay = backoff(self.attempts);
+        let delay = retry_delay(self.attempts);
         ctx.run_later(delay, |act, ctx| {
             act.retry_pending = false;
             ctx.notify(Reconcile);
