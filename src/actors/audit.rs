@@ -12,6 +12,9 @@ use crate::events::Event;
 use crate::log::{CommitSink, Envelope};
 use crate::projections::{BackendState, Projection, VolumeState};
 
+/// Events a follower reads from the log per batch while it catches up.
+const FOLLOW_BATCH: usize = 10_000;
+
 /// A committed event, decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {
@@ -203,17 +206,22 @@ impl Core {
                 let backlog = core
                     .events(EventFilter {
                         since: next,
-                        limit: Some(10_000),
+                        limit: Some(FOLLOW_BATCH),
                         ..filter.clone()
                     })
                     .await;
                 match backlog {
                     Ok(events) => {
+                        let full = events.len() == FOLLOW_BATCH;
                         for e in events {
                             next = e.seq + 1;
                             if tx.send(Ok(e)).await.is_err() {
                                 return;
                             }
+                        }
+                        // A full batch may have stopped short of the head: read on.
+                        if full {
+                            continue 'outer;
                         }
                     }
                     Err(e) => {
