@@ -265,7 +265,7 @@ async fn readyz_during_replay_of_a_large_log() {
                 }))
                 .unwrap();
                 let core = core.clone();
-                async move { core.add_volume(&RequestCtx::new("load"), config).await }
+                async move { common::add_volume(&core, &RequestCtx::new("load"), config).await }
             });
             for r in futures::future::join_all(creates).await {
                 r.unwrap();

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use super::shared::{BackendSlot, BackendStatus, ClassSlot, Shared, observe, read, write};
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
-use crate::model::{Offer, Protocol, StorageClassConfig, VolumeConfig};
+use crate::model::{
+    Offer, Protocol, ResizeRequest, SnapshotRequest, StorageClassConfig, VolumeConfig,
+    VolumeRequest,
+};
 pub use crate::projections::VolumeState;
 
 /// Who asked, for the events a command causes.
@@ -62,6 +65,12 @@ pub enum CoreError {
     /// A bug or an unexpected failure (HTTP 500; details only in the server log).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<crate::model::RequestError> for CoreError {
+    fn from(e: crate::model::RequestError) -> Self {
+        CoreError::Invalid(e.to_string())
+    }
 }
 
 /// Start-up state of the core.
@@ -269,10 +278,10 @@ impl Core {
     pub async fn add_volume(
         &self,
         ctx: &RequestCtx,
-        config: VolumeConfig,
+        request: VolumeRequest,
     ) -> Result<VolumeView, CoreError> {
         let started = std::time::Instant::now();
-        let result = self.add_volume_impl(ctx, config).await;
+        let result = self.add_volume_impl(ctx, request).await;
         observe("create_volume", started, &result);
         result
     }
@@ -288,11 +297,10 @@ impl Core {
     pub async fn create_snapshot(
         &self,
         ctx: &RequestCtx,
-        volume: &str,
-        snapshot: &str,
+        request: &SnapshotRequest,
     ) -> Result<SnapshotView, CoreError> {
         let started = std::time::Instant::now();
-        let result = self.create_snapshot_impl(ctx, volume, snapshot).await;
+        let result = self.create_snapshot_impl(ctx, request).await;
         observe("create_snapshot", started, &result);
         result
     }
@@ -309,15 +317,14 @@ impl Core {
         result
     }
 
-    /// Grows a volume to `size` (parsed like a create's size and stored verbatim).
+    /// Grows a volume to the requested size (stored verbatim).
     pub async fn resize_volume(
         &self,
         ctx: &RequestCtx,
-        name: &str,
-        size: &str,
+        request: &ResizeRequest,
     ) -> Result<VolumeView, CoreError> {
         let started = std::time::Instant::now();
-        let result = self.resize_volume_impl(ctx, name, size).await;
+        let result = self.resize_volume_impl(ctx, request).await;
         observe("resize_volume", started, &result);
         result
     }
@@ -753,35 +760,11 @@ impl Core {
     async fn add_volume_impl(
         &self,
         ctx: &RequestCtx,
-        mut config: VolumeConfig,
+        request: VolumeRequest,
     ) -> Result<VolumeView, CoreError> {
         self.shared.ensure_ready()?;
-        let invalid = |m: String| CoreError::Invalid(m);
-        crate::model::validate_name("name", &config.name).map_err(|e| invalid(e.to_string()))?;
-        if !config.clone_source_volume.is_empty() {
-            crate::model::validate_name("cloneSourceVolume", &config.clone_source_volume)
-                .map_err(|e| invalid(e.to_string()))?;
-        }
-        let size_bytes = if config.clone_source_volume.is_empty() {
-            let size = crate::model::parse_size(&config.size)
-                .map_err(|e| invalid(format!("invalid size: {e}")))?;
-            if size == 0 {
-                return Err(invalid(
-                    "invalid size: size must be greater than zero".into(),
-                ));
-            }
-            size
-        } else {
-            0
-        };
-        let mode = crate::model::AccessMode::parse(&config.access_mode).ok_or_else(|| {
-            invalid(format!(
-                "invalid accessMode: {:?} is not one of ReadWriteOnce, ReadOnlyMany, ReadWriteMany",
-                config.access_mode
-            ))
-        })?;
-        config.protocol =
-            crate::model::volume::resolve_protocol(mode, config.protocol).map_err(invalid)?;
+        let size_bytes = request.size_bytes().unwrap_or(0);
+        let config = request.into_config();
         let name = config.name.clone();
         super::volume::send(&self.shared, &name, || super::volume::CreateVolume {
             ctx: ctx.clone(),
@@ -904,25 +887,19 @@ pub struct Explanation {
 }
 
 impl Core {
-    fn validate_snapshot_name(snapshot: &str) -> Result<(), CoreError> {
-        crate::model::validate_name("snapshot", snapshot)
-            .map_err(|e| CoreError::Invalid(e.to_string()))
-    }
-
     async fn create_snapshot_impl(
         &self,
         ctx: &RequestCtx,
-        volume: &str,
-        snapshot: &str,
+        request: &SnapshotRequest,
     ) -> Result<SnapshotView, CoreError> {
         self.shared.ensure_ready()?;
-        Self::validate_snapshot_name(snapshot)?;
+        let volume = &request.volume;
         super::volume::send(&self.shared, volume, || super::volume::CreateSnapshot {
             ctx: ctx.clone(),
-            snapshot: snapshot.to_string(),
+            snapshot: request.snapshot.clone(),
         })
         .await??;
-        self.get_snapshot(volume, snapshot)
+        self.get_snapshot(volume, &request.snapshot)
     }
 
     async fn delete_snapshot_impl(
@@ -979,21 +956,14 @@ impl Core {
     async fn resize_volume_impl(
         &self,
         ctx: &RequestCtx,
-        name: &str,
-        size: &str,
+        request: &ResizeRequest,
     ) -> Result<VolumeView, CoreError> {
         self.shared.ensure_ready()?;
-        let size_bytes = crate::model::parse_size(size)
-            .map_err(|e| CoreError::Invalid(format!("invalid size: {e}")))?;
-        if size_bytes == 0 {
-            return Err(CoreError::Invalid(
-                "invalid size: size must be greater than zero".into(),
-            ));
-        }
+        let name = &request.volume;
         super::volume::send(&self.shared, name, || super::volume::ResizeVolume {
             ctx: ctx.clone(),
-            size: size.to_string(),
-            size_bytes,
+            size: request.size.as_str().to_string(),
+            size_bytes: request.size.bytes(),
         })
         .await??;
         self.volume_view(name)

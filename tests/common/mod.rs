@@ -7,7 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use storch::actors::{Core, CoreOptions, CoreRuntime};
+use storch::actors::{
+    Core, CoreError, CoreOptions, CoreRuntime, RequestCtx, SnapshotView, VolumeView,
+};
+use storch::model::{ResizeRequest, SnapshotRequest, VolumeConfig, VolumeRequest};
 
 /// A fake backend config with the given pools (each with the given offers and 100 GiB).
 pub fn fake_backend(name: &str, protocol: &str, pools: &[(&str, Value)]) -> Value {
@@ -60,6 +63,38 @@ pub async fn wait_ready(core: &Core) {
         Ok(Err(e)) => panic!("core failed to start: {e}"),
         Err(_) => panic!("core not ready after 5 s"),
     }
+}
+
+/// Creates a volume as a frontend does: the config is parsed into a request first, and a
+/// parse error is the core's `Invalid`.
+pub async fn add_volume(
+    core: &Core,
+    ctx: &RequestCtx,
+    config: VolumeConfig,
+) -> Result<VolumeView, CoreError> {
+    core.add_volume(ctx, VolumeRequest::parse(config)?).await
+}
+
+/// Resizes a volume as a frontend does (the size parsed first).
+pub async fn resize_volume(
+    core: &Core,
+    ctx: &RequestCtx,
+    volume: &str,
+    size: &str,
+) -> Result<VolumeView, CoreError> {
+    core.resize_volume(ctx, &ResizeRequest::parse(volume, size)?)
+        .await
+}
+
+/// Takes a snapshot as a frontend does (the name checked first).
+pub async fn create_snapshot(
+    core: &Core,
+    ctx: &RequestCtx,
+    volume: &str,
+    snapshot: &str,
+) -> Result<SnapshotView, CoreError> {
+    core.create_snapshot(ctx, &SnapshotRequest::parse(volume, "snapshot", snapshot)?)
+        .await
 }
 
 /// Crash-test rounds: the number in environment variable `var`, else `default`.
