@@ -54,6 +54,13 @@ pub enum CoreError {
     Internal(String),
 }
 
+/// A request the model refuses is bad input (HTTP 400); the message names the field.
+impl From<crate::model::RequestError> for CoreError {
+    fn from(e: crate::model::RequestError) -> Self {
+        CoreError::Invalid(e.to_string())
+    }
+}
+
 /// Records how long a core operation took and how it ended
 /// (`storch_operation_duration_seconds{operation, outcome}`).
 pub(crate) fn observe<T>(

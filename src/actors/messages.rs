@@ -4,7 +4,7 @@
 use actix::Message;
 
 use super::error::{CoreError, RequestCtx};
-use crate::model::VolumeConfig;
+use crate::model::{RequestedSize, VolumeRequest};
 
 /// Stops a backend actor (backend purged or replaced).
 #[derive(Message)]
@@ -21,8 +21,7 @@ pub(crate) struct Rematch;
 #[rtype(result = "Result<(), CoreError>")]
 pub(crate) struct CreateVolume {
     pub ctx: RequestCtx,
-    pub config: VolumeConfig,
-    pub size_bytes: u64,
+    pub request: VolumeRequest,
 }
 
 #[derive(Message)]
@@ -54,8 +53,7 @@ pub(crate) struct DeleteSnapshot {
 #[rtype(result = "Result<(), CoreError>")]
 pub(crate) struct ResizeVolume {
     pub ctx: RequestCtx,
-    pub size: String,
-    pub size_bytes: u64,
+    pub size: RequestedSize,
 }
 
 /// A backend config built (its driver behind its concurrency limit) and discovered, not yet

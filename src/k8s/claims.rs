@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use super::translate::{self, ClaimClass, FrontendClass};
 use super::{Ctx, ReconcileError, is_conflict, is_not_found};
 use crate::actors::{CoreError, RequestCtx, VolumeState};
+use crate::model::VolumeRequest;
 
 /// Re-examine every claim this often even without a change (a safety net, not the retry).
 const RESYNC: Duration = Duration::from_secs(300);
@@ -284,15 +285,17 @@ async fn create_volume(
             }
         },
     };
-    let config = match translate::volume_config(pvc, class, clone_source) {
-        Ok(c) => c,
+    let wanted = match translate::volume_config(pvc, class, clone_source)
+        .and_then(|c| VolumeRequest::parse(c).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
         Err(why) => {
             fail(pvc, ctx, false, why).await;
             return Ok(None);
         }
     };
-    let (protocol, size) = (config.protocol, config.size.parse::<u64>().ok());
-    match ctx.core.add_volume(&request(pvc), config).await {
+    let (protocol, size) = (wanted.protocol(), wanted.size_bytes());
+    match ctx.core.add_volume(&request(pvc), wanted).await {
         Ok(v) => Ok(Some(v)),
         // Made concurrently (or resumed at boot): the caller looks at its state.
         Err(CoreError::AlreadyExists(_)) => Ok(Some(ctx.core.get_volume(name)?)),

@@ -280,7 +280,7 @@ pub fn check_offers(offers: &BTreeMap<String, Offer>) -> Result<(), String> {
 }
 
 /// "a boolean", "a number", … for error messages.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

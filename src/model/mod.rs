@@ -6,11 +6,15 @@
 //! `skip_serializing_if` through serde).
 
 pub mod attributes;
+pub mod request;
 pub mod size;
 pub mod storage_class;
 pub mod volume;
 
-pub use attributes::{AttrType, Offer, Request};
+pub use attributes::{AttrType, Offer, Request, json_kind};
+pub use request::{
+    RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
+};
 pub use size::{format_size, parse_size};
 pub use storage_class::{CompiledClass, PoolSelector, PoolVerdict, StorageClassConfig};
 pub use volume::{AccessInfo, AccessMode, Protocol, VolumeConfig};

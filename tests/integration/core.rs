@@ -38,8 +38,7 @@ async fn backends_classes_volumes_survive_restart() {
         )
         .await
         .unwrap();
-        let v = core
-            .add_volume(&ctx(), volume("v1", "1Gi", "gold"))
+        let v = add_volume(&core, &ctx(), volume("v1", "1Gi", "gold"))
             .await
             .unwrap();
         assert_eq!(v.backend, "fast");
@@ -88,8 +87,7 @@ async fn placement_falls_through_failing_pools_and_aggregates_errors() {
         .await
         .unwrap();
     for i in 0..10 {
-        let v = core
-            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+        let v = add_volume(&core, &ctx(), volume(&format!("v{i}"), "1Gi", "any"))
             .await
             .unwrap();
         assert_eq!(v.pool, "p3");
@@ -105,8 +103,7 @@ async fn placement_falls_through_failing_pools_and_aggregates_errors() {
     )
     .await
     .unwrap();
-    let err = core
-        .add_volume(&ctx(), volume("x", "1Gi", "slow"))
+    let err = add_volume(&core, &ctx(), volume("x", "1Gi", "slow"))
         .await
         .unwrap_err();
     let CoreError::Failed(msg) = err else {
@@ -144,16 +141,15 @@ async fn volume_rules() {
         .unwrap();
 
     // duplicate name
-    core.add_volume(&ctx(), volume("a", "1G", "any"))
+    add_volume(&core, &ctx(), volume("a", "1G", "any"))
         .await
         .unwrap();
     assert!(matches!(
-        core.add_volume(&ctx(), volume("a", "1G", "any")).await,
+        add_volume(&core, &ctx(), volume("a", "1G", "any")).await,
         Err(CoreError::AlreadyExists(_))
     ));
     // unknown class
-    let err = core
-        .add_volume(&ctx(), volume("b", "1G", "nope"))
+    let err = add_volume(&core, &ctx(), volume("b", "1G", "nope"))
         .await
         .unwrap_err();
     assert_eq!(
@@ -165,20 +161,19 @@ async fn volume_rules() {
     v.access_mode = "ReadWriteMany".into();
     v.protocol = storch::model::Protocol::Block;
     assert!(matches!(
-        core.add_volume(&ctx(), v.clone()).await,
+        add_volume(&core, &ctx(), v.clone()).await,
         Err(CoreError::Invalid(_))
     ));
     v.protocol = storch::model::Protocol::Any;
-    let made = core.add_volume(&ctx(), v).await.unwrap();
+    let made = add_volume(&core, &ctx(), v).await.unwrap();
     assert_eq!(made.backend, "nas");
     // block requested lands on the SAN backend
     let mut v = volume("d", "1G", "any");
     v.protocol = storch::model::Protocol::Block;
-    assert_eq!(core.add_volume(&ctx(), v).await.unwrap().backend, "san");
+    assert_eq!(add_volume(&core, &ctx(), v).await.unwrap().backend, "san");
     // bad sizes and names
     for size in ["0", "-1", "1.5Gi", "lots", "99999999999999999999999"] {
-        let err = core
-            .add_volume(&ctx(), volume("e", size, "any"))
+        let err = add_volume(&core, &ctx(), volume("e", size, "any"))
             .await
             .unwrap_err();
         assert!(
@@ -188,7 +183,7 @@ async fn volume_rules() {
     }
     for name in ["a/b", "..", "x\0y", &"n".repeat(300)] {
         assert!(matches!(
-            core.add_volume(&ctx(), volume(name, "1G", "any")).await,
+            add_volume(&core, &ctx(), volume(name, "1G", "any")).await,
             Err(CoreError::Invalid(_))
         ));
     }
@@ -216,13 +211,12 @@ async fn clone_lands_on_the_source_backend() {
     core.add_storage_class(&ctx(), class(json!({"name": "any"})))
         .await
         .unwrap();
-    let src = core
-        .add_volume(&ctx(), volume("src", "2Gi", "any"))
+    let src = add_volume(&core, &ctx(), volume("src", "2Gi", "any"))
         .await
         .unwrap();
     let mut req = volume("copy", "", "");
     req.clone_source_volume = "src".into();
-    let copy = core.add_volume(&ctx(), req).await.unwrap();
+    let copy = add_volume(&core, &ctx(), req).await.unwrap();
     assert_eq!(copy.backend, src.backend);
     assert_eq!(copy.pool, "", "Trident shows clones with an empty pool");
     assert_eq!(copy.config.size, "2Gi");
@@ -231,7 +225,7 @@ async fn clone_lands_on_the_source_backend() {
     let mut req = volume("bad", "", "");
     req.clone_source_volume = "missing".into();
     assert_eq!(
-        core.add_volume(&ctx(), req).await.unwrap_err(),
+        add_volume(&core, &ctx(), req).await.unwrap_err(),
         CoreError::NotFound("source volume not found: missing".into())
     );
     rt.shutdown().await;
@@ -248,7 +242,7 @@ async fn deleting_a_backend_with_volumes_takes_it_offline_until_empty() {
     core.add_storage_class(&ctx(), class(json!({"name": "any"})))
         .await
         .unwrap();
-    core.add_volume(&ctx(), volume("v", "1G", "any"))
+    add_volume(&core, &ctx(), volume("v", "1G", "any"))
         .await
         .unwrap();
     core.delete_backend(&ctx(), "b").await.unwrap();
@@ -264,7 +258,7 @@ async fn deleting_a_backend_with_volumes_takes_it_offline_until_empty() {
         "its pools left the class"
     );
     assert!(matches!(
-        core.add_volume(&ctx(), volume("w", "1G", "any")).await,
+        add_volume(&core, &ctx(), volume("w", "1G", "any")).await,
         Err(CoreError::Failed(_))
     ));
     // adding it again brings it back
@@ -301,7 +295,7 @@ async fn update_replaces_config_and_rename_moves_volumes() {
     core.add_storage_class(&ctx(), class(json!({"name": "any"})))
         .await
         .unwrap();
-    core.add_volume(&ctx(), volume("v", "1G", "any"))
+    add_volume(&core, &ctx(), volume("v", "1G", "any"))
         .await
         .unwrap();
     // POST of an existing name is an update
@@ -388,7 +382,7 @@ async fn concurrent_creates_of_one_name_make_one_volume() {
     for _ in 0..16 {
         let core = core.clone();
         tasks.push(tokio::spawn(async move {
-            core.add_volume(&ctx(), volume("same", "1G", "any")).await
+            add_volume(&core, &ctx(), volume("same", "1G", "any")).await
         }));
     }
     let mut ok = 0;
@@ -426,18 +420,18 @@ async fn snapshots_resize_and_clone_from_snapshot() {
     )
     .await
     .unwrap();
-    core.add_volume(&ctx(), volume("v", "1Gi", "fast"))
+    add_volume(&core, &ctx(), volume("v", "1Gi", "fast"))
         .await
         .unwrap();
-    let snap = core.create_snapshot(&ctx(), "v", "s1").await.unwrap();
+    let snap = create_snapshot(&core, &ctx(), "v", "s1").await.unwrap();
     assert_eq!(snap.volume, "v");
     assert!(snap.created_ms.is_some());
     assert!(matches!(
-        core.create_snapshot(&ctx(), "v", "s1").await,
+        create_snapshot(&core, &ctx(), "v", "s1").await,
         Err(CoreError::AlreadyExists(_))
     ));
     assert!(matches!(
-        core.create_snapshot(&ctx(), "v", "../x").await,
+        create_snapshot(&core, &ctx(), "v", "../x").await,
         Err(CoreError::Invalid(_))
     ));
     assert_eq!(core.list_snapshots(Some("v")).unwrap().len(), 1);
@@ -445,26 +439,26 @@ async fn snapshots_resize_and_clone_from_snapshot() {
     let mut req = volume("c", "", "");
     req.clone_source_volume = "v".into();
     req.clone_source_snapshot = "s1".into();
-    let c = core.add_volume(&ctx(), req.clone()).await.unwrap();
+    let c = add_volume(&core, &ctx(), req.clone()).await.unwrap();
     assert_eq!(c.config.clone_source_snapshot, "s1");
     req.name = "c2".into();
     req.clone_source_snapshot = "nope".into();
     assert!(matches!(
-        core.add_volume(&ctx(), req).await,
+        add_volume(&core, &ctx(), req).await,
         Err(CoreError::NotFound(_))
     ));
     // resize: grow, refuse shrink, size stored verbatim
-    let v = core.resize_volume(&ctx(), "v", "2Gi").await.unwrap();
+    let v = resize_volume(&core, &ctx(), "v", "2Gi").await.unwrap();
     assert_eq!(v.config.size, "2Gi");
     assert!(matches!(
-        core.resize_volume(&ctx(), "v", "1Gi").await,
+        resize_volume(&core, &ctx(), "v", "1Gi").await,
         Err(CoreError::Invalid(_))
     ));
     // a pool that does not offer snapshots refuses clearly
-    core.add_volume(&ctx(), volume("h", "1Gi", "slow"))
+    add_volume(&core, &ctx(), volume("h", "1Gi", "slow"))
         .await
         .unwrap();
-    let err = core.create_snapshot(&ctx(), "h", "s").await.unwrap_err();
+    let err = create_snapshot(&core, &ctx(), "h", "s").await.unwrap_err();
     assert!(
         matches!(err, CoreError::Failed(ref m) if m.contains("does not offer snapshots")),
         "{err:?}"
@@ -540,7 +534,7 @@ async fn explain_gives_every_pool_and_why() {
     // a failed create points at the explanation
     let mut v = volume("x", "1Gi", "gold");
     v.protocol = storch::model::Protocol::Block;
-    let err = core.add_volume(&ctx(), v).await.unwrap_err();
+    let err = add_volume(&core, &ctx(), v).await.unwrap_err();
     assert!(
         err.to_string().contains("storch explain storageclass gold"),
         "{err}"
@@ -592,8 +586,7 @@ async fn a_backend_failing_at_boot_is_shown_failed_and_retried() {
     .await;
     // the rest of the server works: volumes land on the healthy backend
     for i in 0..5 {
-        let v = core
-            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+        let v = add_volume(&core, &ctx(), volume(&format!("v{i}"), "1Gi", "any"))
             .await
             .unwrap();
         assert_eq!(v.backend, "solid");
@@ -622,7 +615,7 @@ async fn events_by_object_and_live_following() {
     core.add_storage_class(&ctx(), class(json!({"name": "any"})))
         .await
         .unwrap();
-    core.add_volume(&rid, volume("v", "1Gi", "any"))
+    add_volume(&core, &rid, volume("v", "1Gi", "any"))
         .await
         .unwrap();
     let filter = storch::actors::EventFilter {
@@ -714,7 +707,7 @@ async fn declared_config_reconciles_without_touching_volumes() {
             .all(|e| e.request_id == "config:/etc/storch.yaml")
     );
 
-    core.add_volume(&ctx(), volume("v", "1Gi", "gold"))
+    add_volume(&core, &ctx(), volume("v", "1Gi", "gold"))
         .await
         .unwrap();
     // a REST-made backend is not the file's to remove
@@ -800,10 +793,9 @@ async fn placement_prefers_the_backend_with_free_permits() {
     // Occupy slow's only permit.
     let busy = {
         let core = core.clone();
-        tokio::spawn(async move {
-            core.add_volume(&ctx(), volume("hog", "1Gi", "slow-only"))
-                .await
-        })
+        tokio::spawn(
+            async move { add_volume(&core, &ctx(), volume("hog", "1Gi", "slow-only")).await },
+        )
     };
     eventually("the slow create holding its permit", async || {
         core.stats()
@@ -813,8 +805,7 @@ async fn placement_prefers_the_backend_with_free_permits() {
     })
     .await;
     for i in 0..6 {
-        let v = core
-            .add_volume(&ctx(), volume(&format!("v{i}"), "1Gi", "any"))
+        let v = add_volume(&core, &ctx(), volume(&format!("v{i}"), "1Gi", "any"))
             .await
             .unwrap();
         assert_eq!(v.backend, "fast", "v{i} was queued behind the busy array");

@@ -105,7 +105,7 @@ async fn run(core: &Core, cmds: &[Cmd], naive: &mut Naive) {
                     storage_class: format!("c{c}"),
                     ..Default::default()
                 };
-                if let Ok(view) = core.add_volume(&ctx(), cfg).await {
+                if let Ok(view) = add_volume(core, &ctx(), cfg).await {
                     naive.volumes.insert(view.config.name, view.backend);
                 }
             }
@@ -115,7 +115,7 @@ async fn run(core: &Core, cmds: &[Cmd], naive: &mut Naive) {
                     clone_source_volume: format!("v{s}"),
                     ..Default::default()
                 };
-                if let Ok(view) = core.add_volume(&ctx(), cfg).await {
+                if let Ok(view) = add_volume(core, &ctx(), cfg).await {
                     assert_eq!(Some(&view.backend), naive.volumes.get(&format!("v{s}")));
                     naive.volumes.insert(view.config.name, view.backend);
                 }

@@ -358,7 +358,7 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
 
     let a = set_up_leader(&etcd, &dir_a).await;
     let ctx = RequestCtx::new("t");
-    a.core().add_volume(&ctx, volume("before")).await.unwrap();
+    add_volume(&a.core(), &ctx, volume("before")).await.unwrap();
 
     // Another instance takes the leadership from under a (as after a's lease expired while it
     // was paused): the leader key is deleted, and b wins the election.
@@ -379,9 +379,7 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
 
     // a still thinks it leads: its next write is fenced out, acknowledged to nobody, and a
     // stops taking writes.
-    let err = a
-        .core()
-        .add_volume(&ctx, volume("fenced"))
+    let err = add_volume(&a.core(), &ctx, volume("fenced"))
         .await
         .unwrap_err();
     assert!(
@@ -395,7 +393,7 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
     )
     .await;
     assert!(!a.core().health().ready());
-    b.core().add_volume(&ctx, volume("after")).await.unwrap();
+    add_volume(&b.core(), &ctx, volume("after")).await.unwrap();
     a.shutdown().await;
 
     // a's log ends with the fenced write's intent, which etcd never took.
@@ -416,13 +414,15 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
         a.core().get_volume("fenced").is_err(),
         "the unacknowledged create is gone"
     );
-    let err = a.core().add_volume(&ctx, volume("x")).await.unwrap_err();
+    let err = add_volume(&a.core(), &ctx, volume("x")).await.unwrap_err();
     assert_eq!(err, storch::actors::CoreError::Standby("b".into()));
 
     b.shutdown().await;
     // b resigned on a clean stop: a takes over at once, without waiting out a lease.
     wait_ready(&a.core()).await;
-    a.core().add_volume(&ctx, volume("a-again")).await.unwrap();
+    add_volume(&a.core(), &ctx, volume("a-again"))
+        .await
+        .unwrap();
     a.shutdown().await;
 
     let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();

@@ -4,6 +4,7 @@ use super::Core;
 use crate::actors::error::{CoreError, RequestCtx, observe};
 use crate::actors::messages::{CreateSnapshot, DeleteSnapshot};
 use crate::actors::volume;
+use crate::model::SnapshotRequest;
 use crate::projections::SnapshotView;
 
 impl Core {
@@ -11,20 +12,18 @@ impl Core {
     pub async fn create_snapshot(
         &self,
         ctx: &RequestCtx,
-        volume: &str,
-        snapshot: &str,
+        request: &SnapshotRequest,
     ) -> Result<SnapshotView, CoreError> {
         let started = std::time::Instant::now();
         let result = async {
             self.shared.ensure_ready()?;
-            crate::model::validate_name("snapshot", snapshot)
-                .map_err(|e| CoreError::Invalid(e.to_string()))?;
+            let volume = &request.volume;
             volume::send(&self.shared, volume, || CreateSnapshot {
                 ctx: ctx.clone(),
-                snapshot: snapshot.to_string(),
+                snapshot: request.snapshot.clone(),
             })
             .await??;
-            self.get_snapshot(volume, snapshot)
+            self.get_snapshot(volume, &request.snapshot)
         }
         .await;
         observe("create_snapshot", started, &result);

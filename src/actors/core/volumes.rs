@@ -6,7 +6,7 @@ use super::Core;
 use crate::actors::error::{CoreError, RequestCtx, observe};
 use crate::actors::messages::{CreateVolume, DeleteVolume, ResizeVolume};
 use crate::actors::volume;
-use crate::model::VolumeConfig;
+use crate::model::{ResizeRequest, VolumeRequest};
 use crate::projections::VolumeView;
 
 impl Core {
@@ -15,10 +15,20 @@ impl Core {
     pub async fn add_volume(
         &self,
         ctx: &RequestCtx,
-        config: VolumeConfig,
+        request: VolumeRequest,
     ) -> Result<VolumeView, CoreError> {
         let started = std::time::Instant::now();
-        let result = self.add_volume_impl(ctx, config).await;
+        let result = async {
+            self.shared.ensure_ready()?;
+            let name = request.name().to_string();
+            volume::send(&self.shared, &name, || CreateVolume {
+                ctx: ctx.clone(),
+                request: request.clone(),
+            })
+            .await??;
+            self.volume_view(&name)
+        }
+        .await;
         observe("create_volume", started, &result);
         result
     }
@@ -41,27 +51,19 @@ impl Core {
         result
     }
 
-    /// Grows a volume to `size` (parsed like a create's size and stored verbatim).
+    /// Grows a volume to the requested size (stored as given).
     pub async fn resize_volume(
         &self,
         ctx: &RequestCtx,
-        name: &str,
-        size: &str,
+        request: &ResizeRequest,
     ) -> Result<VolumeView, CoreError> {
         let started = std::time::Instant::now();
         let result = async {
             self.shared.ensure_ready()?;
-            let size_bytes = crate::model::parse_size(size)
-                .map_err(|e| CoreError::Invalid(format!("invalid size: {e}")))?;
-            if size_bytes == 0 {
-                return Err(CoreError::Invalid(
-                    "invalid size: size must be greater than zero".into(),
-                ));
-            }
+            let name = &request.volume;
             volume::send(&self.shared, name, || ResizeVolume {
                 ctx: ctx.clone(),
-                size: size.to_string(),
-                size_bytes,
+                size: request.size.clone(),
             })
             .await??;
             self.volume_view(name)
@@ -69,48 +71,6 @@ impl Core {
         .await;
         observe("resize_volume", started, &result);
         result
-    }
-
-    async fn add_volume_impl(
-        &self,
-        ctx: &RequestCtx,
-        mut config: VolumeConfig,
-    ) -> Result<VolumeView, CoreError> {
-        self.shared.ensure_ready()?;
-        let invalid = |m: String| CoreError::Invalid(m);
-        crate::model::validate_name("name", &config.name).map_err(|e| invalid(e.to_string()))?;
-        if !config.clone_source_volume.is_empty() {
-            crate::model::validate_name("cloneSourceVolume", &config.clone_source_volume)
-                .map_err(|e| invalid(e.to_string()))?;
-        }
-        let size_bytes = if config.clone_source_volume.is_empty() {
-            let size = crate::model::parse_size(&config.size)
-                .map_err(|e| invalid(format!("invalid size: {e}")))?;
-            if size == 0 {
-                return Err(invalid(
-                    "invalid size: size must be greater than zero".into(),
-                ));
-            }
-            size
-        } else {
-            0
-        };
-        let mode = crate::model::AccessMode::parse(&config.access_mode).ok_or_else(|| {
-            invalid(format!(
-                "invalid accessMode: {:?} is not one of ReadWriteOnce, ReadOnlyMany, ReadWriteMany",
-                config.access_mode
-            ))
-        })?;
-        config.protocol =
-            crate::model::volume::resolve_protocol(mode, config.protocol).map_err(invalid)?;
-        let name = config.name.clone();
-        volume::send(&self.shared, &name, || CreateVolume {
-            ctx: ctx.clone(),
-            config: config.clone(),
-            size_bytes,
-        })
-        .await??;
-        self.volume_view(&name)
     }
 
     pub fn get_volume(&self, name: &str) -> Result<VolumeView, CoreError> {

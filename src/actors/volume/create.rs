@@ -10,7 +10,7 @@ use crate::actors::placement::{self, Planned};
 use crate::actors::shared::Shared;
 use crate::drivers::{CloneRequest, CreateRequest, DriverError, StorageDriver, VolumeInfo};
 use crate::events::{Event, VolumeEvent};
-use crate::model::{PoolRef, Protocol, VolumeConfig};
+use crate::model::{PoolRef, Protocol, VolumeConfig, VolumeRequest};
 use crate::projections::{VolumeRecord, VolumeState};
 
 pub(super) async fn create_volume(
@@ -18,7 +18,7 @@ pub(super) async fn create_volume(
     name: &str,
     msg: CreateVolume,
 ) -> Result<(), CoreError> {
-    create(shared, name, &msg.ctx, msg.config, msg.size_bytes).await
+    create(shared, name, &msg.ctx, msg.request).await
 }
 
 /// intent → plan → attempts → outcome; returns once the outcome is durable.
@@ -26,18 +26,22 @@ async fn create(
     shared: &Arc<Shared>,
     name: &str,
     ctx: &RequestCtx,
-    mut config: VolumeConfig,
-    size_bytes: u64,
+    request: VolumeRequest,
 ) -> Result<(), CoreError> {
     if record(shared, name).is_some() {
         return Err(CoreError::AlreadyExists(format!(
             "volume {name} already exists"
         )));
     }
+    // A clone's size comes from its source; any other request has one.
+    let size = request
+        .size_bytes()
+        .filter(|_| request.clone_source().is_none());
+    let mut config = request.into_config();
     config.version = "1".to_string();
     config.access_information = Default::default();
     let seed: u64 = rand::random();
-    let (config, size_bytes, candidates) = if config.clone_source_volume.is_empty() {
+    let (config, size_bytes, candidates) = if let Some(size_bytes) = size {
         let candidates = placement::plan(
             shared,
             &config.storage_class,

@@ -17,26 +17,27 @@ pub(super) async fn resize(
     msg: ResizeVolume,
 ) -> Result<(), CoreError> {
     let (rec, pool) = online(shared, name)?;
-    if msg.size_bytes < rec.size_bytes {
+    if msg.size.bytes() < rec.size_bytes {
         return Err(CoreError::Invalid(format!(
             "size: volume {name} is {} bytes; shrinking to {} is not supported",
-            rec.size_bytes, msg.size_bytes
+            rec.size_bytes,
+            msg.size.bytes()
         )));
     }
-    if msg.size_bytes == rec.size_bytes {
+    if msg.size.bytes() == rec.size_bytes {
         return Ok(());
     }
     let internal = rec.config().internal_name;
     async {
         driver(shared, &pool.backend)?
-            .resize(&internal, msg.size_bytes)
+            .resize(&internal, msg.size.bytes())
             .await
     }
     .await
     .map_err(|e| driver_failure(e, format!("resizing volume {name} failed")))?;
     let ev = VolumeEvent::Resized {
-        size: msg.size,
-        size_bytes: msg.size_bytes,
+        size: msg.size.as_str().to_string(),
+        size_bytes: msg.size.bytes(),
     };
     shared
         .append(&msg.ctx.request_id, vec![Event::volume(name, ev)])

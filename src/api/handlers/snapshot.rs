@@ -42,9 +42,9 @@ pub(crate) async fn create(
     let call = Call::new(Op::CreateSnapshot, ctx);
     let volume = call.path_name(NAMES.0, path)?;
     let bytes = call.body(&headers, body).await?;
-    let name = call.input(input::parse_snapshot(&bytes))?;
-    let view = call.core(core.create_snapshot(call.ctx(), &volume, &name).await)?;
-    tracing::info!(volume = %volume, snapshot = %name, "snapshot created");
+    let request = call.input(input::parse_snapshot(&volume, &bytes))?;
+    let view = call.core(core.create_snapshot(call.ctx(), &request).await)?;
+    tracing::info!(volume = %volume, snapshot = %request.snapshot, "snapshot created");
     call.reply(
         StatusCode::CREATED,
         &SnapshotResponse {

@@ -39,8 +39,8 @@ pub(crate) async fn add(
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::AddVolume, ctx);
     let bytes = call.body(&headers, body).await?;
-    let config = call.input(input::parse_volume(&bytes))?;
-    let view = call.core(core.add_volume(call.ctx(), config).await)?;
+    let request = call.input(input::parse_volume(&bytes))?;
+    let view = call.core(core.add_volume(call.ctx(), request).await)?;
     tracing::info!(
         volume = %view.config.name,
         backend = %view.backend,
@@ -143,9 +143,9 @@ pub(crate) async fn resize(
     let call = Call::new(Op::ResizeVolume, ctx);
     let name = call.path_name("volume name", path)?;
     let bytes = call.body(&headers, body).await?;
-    let size = call.input(input::parse_resize(&bytes))?;
-    let view = call.core(core.resize_volume(call.ctx(), &name, &size).await)?;
-    tracing::info!(volume = %name, size = %size, "volume resized");
+    let request = call.input(input::parse_resize(&name, &bytes))?;
+    let view = call.core(core.resize_volume(call.ctx(), &request).await)?;
+    tracing::info!(volume = %name, size = %request.size.as_str(), "volume resized");
     call.reply(
         StatusCode::OK,
         &VolumeResponse {

@@ -22,7 +22,7 @@ use super::{Percentiles, dir_bytes, peak_rss_bytes};
 use crate::actors::{Core, CoreOptions, CoreRuntime, RequestCtx};
 use crate::drivers::fake::Latency;
 use crate::log::Durability;
-use crate::model::{StorageClassConfig, VolumeConfig};
+use crate::model::{StorageClassConfig, VolumeConfig, VolumeRequest};
 
 /// What each client does per volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -311,8 +311,11 @@ impl Frontend {
         cfg: VolumeConfig,
     ) -> Result<Option<(String, String)>, ()> {
         match self {
-            Frontend::Core(core) => match core.add_volume(ctx, cfg).await {
-                Ok(v) => Ok(Some((v.backend, v.pool))),
+            Frontend::Core(core) => match VolumeRequest::parse(cfg) {
+                Ok(request) => match core.add_volume(ctx, request).await {
+                    Ok(v) => Ok(Some((v.backend, v.pool))),
+                    Err(_) => Err(()),
+                },
                 Err(_) => Err(()),
             },
             Frontend::Rest { http, base } => {

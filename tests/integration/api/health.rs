@@ -259,14 +259,17 @@ async fn readyz_during_replay_of_a_large_log() {
         // 1500 volumes × 3 events, 50 at a time.
         let names: Vec<String> = (0..1500).map(|i| format!("v{i}")).collect();
         for batch in names.chunks(50) {
-            let creates = batch.iter().map(|name| {
-                let config: storch::model::VolumeConfig = serde_json::from_value(json!({
-                    "name": name, "size": "1Mi", "storageClass": "gold"
-                }))
-                .unwrap();
-                let core = core.clone();
-                async move { core.add_volume(&RequestCtx::new("load"), config).await }
-            });
+            let creates =
+                batch.iter().map(|name| {
+                    let config: storch::model::VolumeConfig = serde_json::from_value(json!({
+                        "name": name, "size": "1Mi", "storageClass": "gold"
+                    }))
+                    .unwrap();
+                    let core = core.clone();
+                    async move {
+                        crate::support::add_volume(&core, &RequestCtx::new("load"), config).await
+                    }
+                });
             for r in futures::future::join_all(creates).await {
                 r.unwrap();
             }

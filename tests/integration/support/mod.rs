@@ -19,7 +19,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use storch::actors::{Core, CoreOptions, CoreRuntime};
+use storch::actors::{
+    Core, CoreError, CoreOptions, CoreRuntime, RequestCtx, SnapshotView, VolumeView,
+};
+use storch::model::{ResizeRequest, SnapshotRequest, VolumeConfig, VolumeRequest};
 
 /// A default HTTP client, with the crypto provider installed first (the binaries install it in
 /// `main`; test processes here).
@@ -32,6 +35,38 @@ pub fn client() -> reqwest::Client {
 pub fn client_builder() -> reqwest::ClientBuilder {
     storch::net::install_crypto_provider();
     storch::net::client_builder()
+}
+
+/// Creates a volume as a frontend does: the config is parsed into a request first, and a
+/// parse error is the core's `Invalid`.
+pub async fn add_volume(
+    core: &Core,
+    ctx: &RequestCtx,
+    config: VolumeConfig,
+) -> Result<VolumeView, CoreError> {
+    core.add_volume(ctx, VolumeRequest::parse(config)?).await
+}
+
+/// Resizes a volume as a frontend does (the size parsed first).
+pub async fn resize_volume(
+    core: &Core,
+    ctx: &RequestCtx,
+    volume: &str,
+    size: &str,
+) -> Result<VolumeView, CoreError> {
+    core.resize_volume(ctx, &ResizeRequest::parse(volume, size)?)
+        .await
+}
+
+/// Takes a snapshot as a frontend does (the name checked first).
+pub async fn create_snapshot(
+    core: &Core,
+    ctx: &RequestCtx,
+    volume: &str,
+    snapshot: &str,
+) -> Result<SnapshotView, CoreError> {
+    core.create_snapshot(ctx, &SnapshotRequest::parse(volume, "snapshot", snapshot)?)
+        .await
 }
 
 /// A fake backend config with the given pools (each with the given offers and 100 GiB).
