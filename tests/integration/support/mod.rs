@@ -202,6 +202,9 @@ pub fn in_own_process(module: &str, name: &str) -> bool {
     let module = module.split_once("::").map_or("", |(_, rest)| rest);
     let test = format!("{module}::{name}");
     if std::env::var(VAR).is_ok_and(|v| v == test) {
+        // The child is a fresh process running library code that may build HTTP clients (the
+        // bench's REST frontend): like a binary's `main`, it installs the provider first.
+        storch::net::install_crypto_provider();
         return true;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
