@@ -48,8 +48,9 @@ pub(crate) fn start(shared: &Arc<Shared>, name: &str, compiled: Arc<CompiledClas
     write(&shared.classes).insert(name.to_string(), slot);
 }
 
-/// Pools of online backends that the class matches (Trident §3.4; offline backends' pools
-/// leave every class).
+/// Pools of online backends that the class matches
+/// (docs/trident-contract.md#matching-a-pool-to-a-class; offline backends' pools leave every
+/// class).
 fn matching_pools(shared: &Shared, class: &CompiledClass) -> BTreeSet<PoolRef> {
     shared.projection.read(|state| {
         state

@@ -1,9 +1,10 @@
-//! The wire shapes of the REST API (trident-compat §1.3, §1.5), owned by the API and built
-//! from the core's views. Keys are Trident's, including the capital `Config` of volumes and
-//! storage classes; storch's additions (`state`, capacities, `storchVersion`) are extra keys,
-//! which Trident clients ignore. storch's own routes (snapshots, explanations, events, health)
-//! have their shapes here too. Every type derives `ToSchema` for the OpenAPI document; fields
-//! of model types are described by the doc-only types in [`super::openapi`].
+//! The wire shapes of the REST API (docs/trident-contract.md#response-envelopes and
+//! docs/trident-contract.md#object-shapes), owned by the API and built from the core's views. Keys
+//! are Trident's, including the capital `Config` of volumes and storage classes; storch's additions
+//! (`state`, capacities, `storchVersion`) are extra keys, which Trident clients ignore. storch's
+//! own routes (snapshots, explanations, events, health) have their shapes here too. Every type
+//! derives `ToSchema` for the OpenAPI document; fields of model types are described by the doc-only
+//! types in [`super::openapi`].
 
 use std::collections::BTreeMap;
 

@@ -1,10 +1,10 @@
 //! The one place where failures become HTTP responses.
 //!
 //! Every error body is the operation's success envelope with its payload emptied, plus
-//! `"error":"<message>"` (trident-compat §1.3): `{"backend":"","error":…}` for POST backend,
-//! `{"backend":null,"error":…}` for GET backend, `{"backends":[],"error":…}` for a list,
-//! `{"error":…}` for a delete. 5xx bodies carry no internal detail, only a generic message and
-//! the request id; the detail goes to the server log, inside the request's span.
+//! `"error":"<message>"` (docs/trident-contract.md#response-envelopes): `{"backend":"","error":…}`
+//! for POST backend, `{"backend":null,"error":…}` for GET backend, `{"backends":[],"error":…}` for
+//! a list, `{"error":…}` for a delete. 5xx bodies carry no internal detail, only a generic message
+//! and the request id; the detail goes to the server log, inside the request's span.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,8 +15,8 @@ use crate::actors::{CoreError, RequestCtx};
 use super::TRIDENT_VERSION;
 use super::input::InputError;
 
-/// The REST operations, one per route and method (trident-compat §1.2). The operation decides
-/// the shape of an error body.
+/// The REST operations, one per route and method (docs/trident-contract.md#routes). The operation
+/// decides the shape of an error body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Version,

@@ -1,9 +1,9 @@
 //! Parsing and validation of request input: plain functions, no HTTP.
 //!
-//! Everything a handler checks before calling the core lives here (trident-compat §1.4, §4.7;
-//! reliability "bad input"): every error names the field it is about, quotes at most a short
-//! prefix of the offending value, and never echoes a whole document (backend configs hold
-//! passwords).
+//! Everything a handler checks before calling the core lives here
+//! (docs/trident-contract.md#request-validation): every error names the field it is about,
+//! quotes at most a short prefix of the offending value, and never echoes a whole document
+//! (backend configs hold passwords).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -127,9 +127,9 @@ fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, InputError> {
     Ok(value)
 }
 
-/// Parses a POST volume body into the one [`VolumeRequest`] the core takes (trident-compat
-/// §1.4, §4.7): shape, mandatory fields (Trident's REST handler wants `size` even for a
-/// clone), names, protocol, access mode and size.
+/// Parses a POST volume body into the one [`VolumeRequest`] the core takes
+/// (docs/trident-contract.md#request-validation): shape, mandatory fields (Trident's REST
+/// handler wants `size` even for a clone), names, protocol, access mode and size.
 pub fn parse_volume(body: &[u8]) -> Result<VolumeRequest, InputError> {
     let config: VolumeConfig = from_json(body)?;
     if config.name.is_empty() || config.size.is_empty() {
@@ -313,7 +313,8 @@ pub fn parse_events_query(pairs: &[(String, String)]) -> Result<EventsQuery, Inp
     })
 }
 
-/// Parses a POST storage class body (trident-compat §2.2) and checks its name.
+/// Parses a POST storage class body (docs/trident-contract.md#storage-class-config) and checks its
+/// name.
 pub fn parse_storage_class(body: &[u8]) -> Result<StorageClassConfig, InputError> {
     let config = StorageClassConfig::from_json(body).map_err(|msg| {
         if msg.starts_with("invalid JSON") {

@@ -1,6 +1,7 @@
-//! The REST API: Trident 18.07's routes, envelopes and status codes (trident-compat §1), plus
-//! storch's own routes (snapshots, resize, placement explanations, events, health, metrics,
-//! the OpenAPI document), over axum. Only this module imports axum.
+//! The REST API: Trident 18.07's routes, envelopes and status codes
+//! (docs/trident-contract.md#rest-api), plus storch's own routes (snapshots, resize, placement
+//! explanations, events, health, metrics, the OpenAPI document), over axum. Only this module
+//! imports axum.
 //!
 //! - [`router`] builds the app for a [`Core`]; [`serve`] / [`serve_with`] run it on a
 //!   listener (plain HTTP or TLS, optionally behind a bearer token) until a shutdown future

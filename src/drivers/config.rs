@@ -1,4 +1,4 @@
-//! The common part of every backend config (trident-compat §2.1).
+//! The common part of every backend config (docs/trident-contract.md#backend-config).
 //!
 //! Keys are matched like Go's `encoding/json` does: an exact match first, else a
 //! case-insensitive one (`StorageDriverName` is accepted for `storageDriverName`). Unknown keys

@@ -144,7 +144,7 @@ pub trait StorageDriver: Send + Sync + std::fmt::Debug {
     /// The config as shown by GET backend: common part plus driver fields, never secrets.
     fn external_config(&self) -> serde_json::Value;
 
-    /// The array-side name for a volume (trident-compat §4.8).
+    /// The array-side name for a volume (docs/trident-contract.md#internal-names).
     fn internal_name(&self, volume_name: &str) -> String;
 
     /// Contacts the array: pools, their offers and capacity.

@@ -1,6 +1,6 @@
 //! The Kubernetes frontend: StorageClasses become storch classes, PVCs become volumes and the
-//! PVs that bind to them, released PVs are cleaned up (trident-compat.md §5). The only module
-//! that imports kube.
+//! PVs that bind to them, released PVs are cleaned up
+//! (docs/trident-contract.md#kubernetes-frontend). The only module that imports kube.
 //!
 //! - `translate`: pure translations (StorageClass → class, PVC → volume config, volume → PV).
 //! - `classes`: the StorageClass watcher, on every replica (keeps standbys warm).

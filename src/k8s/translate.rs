@@ -1,5 +1,6 @@
-//! Pure translations between Kubernetes objects and storch's model (trident-compat.md §5):
-//! StorageClass → storch class, PVC → volume config, volume → PV. No I/O; unit-tested below.
+//! Pure translations between Kubernetes objects and storch's model
+//! (docs/trident-contract.md#kubernetes-frontend): StorageClass → storch class, PVC → volume
+//! config, volume → PV. No I/O; unit-tested below.
 
 use std::collections::BTreeMap;
 
@@ -329,7 +330,7 @@ pub fn chap_secret_name(backend: &str, user: &str) -> String {
         .replace(['_', '.'], "-")
 }
 
-/// The PV for a claim and its volume (trident-compat §5.3).
+/// The PV for a claim and its volume (docs/trident-contract.md#pv-creation).
 pub fn persistent_volume(
     pvc: &PersistentVolumeClaim,
     class: &FrontendClass,

@@ -1,5 +1,5 @@
 //! Storage attributes: the registry of names and types, pool offers and class requests
-//! (trident-compat.md §3.1–3.3).
+//! (docs/trident-contract.md#storage-attributes).
 //!
 //! - A *request* is what a storage class asks for: a string on the wire, parsed into the
 //!   attribute's registered type ([`Request::parse`]).
@@ -58,8 +58,8 @@ pub enum Request {
     String(String),
 }
 
-/// The registry (trident-compat §3.1), sorted by name. The last four exist for Trident's tests
-/// and are kept so that configs written for them still parse.
+/// The registry (docs/trident-contract.md#attribute-registry-and-offers), sorted by name. The last
+/// four exist for Trident's tests and are kept so that configs written for them still parse.
 const REGISTRY: &[(&str, AttrType)] = &[
     ("IOPS", AttrType::Int),
     ("backendType", AttrType::String),
@@ -105,8 +105,8 @@ fn unrecognized(name: &str) -> String {
 }
 
 impl Request {
-    /// Parses a request value for attribute `name` (trident-compat §3.2): bools like Go's
-    /// `strconv.ParseBool`, ints as signed 64-bit decimal, strings verbatim.
+    /// Parses a request value for attribute `name` (docs/trident-contract.md#request-values): bools
+    /// like Go's `strconv.ParseBool`, ints as signed 64-bit decimal, strings verbatim.
     pub fn parse(name: &str, value: &str) -> Result<Request, String> {
         let ty = attr_type(name).ok_or_else(|| unrecognized(name))?;
         let parsed = match ty {
@@ -155,8 +155,8 @@ impl fmt::Display for Request {
 }
 
 impl Offer {
-    /// Whether this offer satisfies a request (trident-compat §3.3). A type mismatch never
-    /// matches.
+    /// Whether this offer satisfies a request (docs/trident-contract.md#matching-one-offer). A type
+    /// mismatch never matches.
     pub fn matches(&self, request: &Request) -> bool {
         match (self, request) {
             // An offer of `true` serves both requests; `false` serves only `false`.

@@ -44,9 +44,9 @@ fn multiplier(unit: &str) -> Option<u128> {
     find(SI_UNITS).map(|power| 1000u128.pow(power))
 }
 
-/// Parses a size string to bytes (trident-compat §2.3): case-insensitive, trimmed, binary
-/// suffixes (`k`, `ki`, `kib` … `y`, `yi`, `yib`) before SI ones (`b`, `bytes`, `kb` … `yb`),
-/// bare numbers are bytes, integers only. Errors say what is wrong with the value.
+/// Parses a size string to bytes (docs/trident-contract.md#volume-config): case-insensitive,
+/// trimmed, binary suffixes (`k`, `ki`, `kib` … `y`, `yi`, `yib`) before SI ones (`b`, `bytes`,
+/// `kb` … `yb`), bare numbers are bytes, integers only. Errors say what is wrong with the value.
 ///
 /// Spaces between the number and the unit are accepted, so `1 GiB` (what [`format_size`]
 /// writes) parses back. A leading `+` is accepted as Go's `ParseInt` does; a `-` is refused.

@@ -1,5 +1,6 @@
 //! Storage classes: Trident's `StorageClassConfig` wire shape and matching of pools
-//! (trident-compat.md §2.2 and §3.4).
+//! (docs/trident-contract.md#storage-class-config and
+//! docs/trident-contract.md#matching-a-pool-to-a-class).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -44,8 +45,9 @@ impl StorageClassConfig {
         StorageClassConfig::from_value(value).map_err(|e| format!("invalid JSON: {e}"))
     }
 
-    /// Builds a class from an already-decoded JSON document (trident-compat §2.2). Errors have
-    /// no `invalid JSON: ` prefix; [`StorageClassConfig::from_json`] adds it.
+    /// Builds a class from an already-decoded JSON document
+    /// (docs/trident-contract.md#storage-class-config). Errors have no `invalid JSON: ` prefix;
+    /// [`StorageClassConfig::from_json`] adds it.
     ///
     /// Like Go's decoder, unknown keys are ignored and `null` counts as absent. Unlike it, keys
     /// are matched case-sensitively.
@@ -406,8 +408,8 @@ impl CompiledClass {
         })
     }
 
-    /// Trident 18.07 pool matching (§3.4), with the reason:
-    /// exclude → additional → (attributes ∧ storagePools).
+    /// Trident 18.07 pool matching (docs/trident-contract.md#matching-a-pool-to-a-class), with the
+    /// reason: exclude → additional → (attributes ∧ storagePools).
     pub fn check(&self, backend: &str, pool: &PoolInfo) -> PoolVerdict {
         // 1. Excluded pools never match.
         if self.exclude_storage_pools.matches(backend, &pool.name) {
@@ -730,7 +732,7 @@ mod tests {
             // An empty class matches every pool.
             ("empty", json!({}), "any", &rich, Match),
             ("empty, no offers", json!({}), "any", &bare, Match),
-            // Attributes only (§3.3 per type).
+            // Attributes only (docs/trident-contract.md#matching-one-offer per type).
             (
                 "bool true/true",
                 json!({"attributes": {"snapshots": "true"}}),

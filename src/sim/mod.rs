@@ -2,9 +2,9 @@
 //!
 //! - `http`: the shared HTTP(S) server (hyper 1, hyper-util, tokio-rustls) and the simulator's
 //!   self-signed certificate.
-//! - `ontap`: a ZAPI server (wire-protocols §1.8): SVM tunnelling, paging, real errno values,
-//!   capacity accounting, snapshots, clones, qtrees and quotas, LUNs, igroups and maps, fault
-//!   injection, latency and an fsynced state file.
+//! - `ontap`: a ZAPI server (docs/wire-notes.md#the-zapi-simulator): SVM tunnelling, paging,
+//!   real errno values, capacity accounting, snapshots, clones, qtrees and quotas, LUNs, igroups
+//!   and maps, fault injection, latency and an fsynced state file.
 //!
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.

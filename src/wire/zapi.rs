@@ -1,5 +1,6 @@
 //! ZAPI wire format: a small element tree over quick-xml, the request envelope, the
-//! `results` element and the errno values (wire-protocols §1.2–1.6).
+//! `results` element and the errno values (docs/wire-notes.md#zapi-wire-format,
+//! docs/wire-notes.md#zapi-errno-values).
 //!
 //! ZAPI documents are plain nested elements whose values are element text; child order does
 //! not matter and unknown children are ignored. So both the driver and the simulator work on
@@ -273,7 +274,7 @@ fn close(stack: &mut [Node], root: &mut Option<Node>, node: Node) {
     }
 }
 
-/// errno values on the wire (wire-protocols §1.6).
+/// errno values on the wire (docs/wire-notes.md#zapi-errno-values).
 pub mod errno {
     pub const ENOENT: u32 = 2;
     pub const EEXIST: u32 = 17;

@@ -101,7 +101,7 @@ async fn create(
 }
 
 /// A clone: a deep copy of the source's config with the request's clone fields, on the
-/// source's pool (trident-compat §4.10).
+/// source's pool (docs/trident-contract.md#clones).
 fn clone_plan(
     shared: &Shared,
     request: VolumeConfig,

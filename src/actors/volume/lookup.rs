@@ -45,7 +45,7 @@ pub(super) fn driver(shared: &Shared, backend: &str) -> Result<Arc<LimitedDriver
         .usable_driver(backend)
 }
 
-/// The array-side name of a volume on a backend (trident-compat §4.8).
+/// The array-side name of a volume on a backend (docs/trident-contract.md#internal-names).
 pub(super) fn internal_name(
     shared: &Shared,
     backend: &str,

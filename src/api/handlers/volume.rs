@@ -17,7 +17,7 @@ use crate::api::input;
 use crate::api::openapi::VolumeConfigDoc;
 
 /// `POST /trident/v1/volume`: 201 `{"backend":"<backend>"}` once the outcome is durable. The
-/// body is validated here (trident-compat §1.4) before the core sees it. With
+/// body is validated here (docs/trident-contract.md#status-codes) before the core sees it. With
 /// `cloneSourceVolume` (and optionally `cloneSourceSnapshot`) the volume is a clone.
 #[utoipa::path(
     post,

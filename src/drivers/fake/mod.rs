@@ -1,5 +1,6 @@
-//! The `fake` driver: an in-memory array for tests and benchmarks (trident-compat §4.11),
-//! with latency and failure injection and an optional fsynced state file.
+//! The `fake` driver: an in-memory array for tests and benchmarks
+//! (docs/trident-contract.md#the-fake-driver), with latency and failure injection and an optional
+//! fsynced state file.
 //!
 //! # Config
 //!

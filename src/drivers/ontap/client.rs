@@ -1,6 +1,7 @@
 //! The ZAPI client: one POST per call, `results` status/errno/reason, paging of `-iter` calls,
 //! retries of the busy class (through `net`), and the mapping of errno values to the
-//! driver error classes (wire-protocols §1.6–1.7). The typed calls are in `calls.rs`.
+//! driver error classes (docs/wire-notes.md#zapi-error-classes-and-idempotency). The typed calls
+//! are in `calls.rs`.
 
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
-//! The ONTAP backend config (trident-compat §2.1): one shape for all four drivers.
+//! The ONTAP backend config (docs/trident-contract.md#backend-config): one shape for all four
+//! drivers.
 //!
 //! Keys match like Go's JSON decoder (exact, else case-insensitive); unknown keys are ignored.
 //! Errors name the field and never echo a value (a password could be anywhere).

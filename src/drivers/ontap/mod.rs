@@ -72,7 +72,7 @@ impl std::fmt::Debug for OntapDriver {
 }
 
 /// The per-volume options after the volume config, the class's requests and the backend
-/// defaults are merged (trident-compat §3.6).
+/// defaults are merged (docs/trident-contract.md#how-requests-shape-a-volume).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeOptions {
     pub space_reserve: String,
@@ -216,8 +216,8 @@ impl OntapDriver {
     }
 }
 
-/// The array-side name (trident-compat §4.8): `<prefix>-<name>` (bare name for an empty
-/// prefix), then `-` and `.` become `_` and `__` collapses to `_` (one pass).
+/// The array-side name (docs/trident-contract.md#internal-names): `<prefix>-<name>` (bare name for
+/// an empty prefix), then `-` and `.` become `_` and `__` collapses to `_` (one pass).
 pub fn ontap_internal_name(prefix: &str, name: &str) -> String {
     let joined = if prefix.is_empty() {
         name.to_string()

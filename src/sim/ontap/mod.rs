@@ -1,4 +1,4 @@
-//! A stateful ONTAP ZAPI simulator (wire-protocols §1.8).
+//! A stateful ONTAP ZAPI simulator (docs/wire-notes.md#the-zapi-simulator).
 //!
 //! - `mod.rs` (this file): the server, authentication, SVM tunnelling, faults, persistence.
 //! - `api/`: the calls it answers, one file per object family behind one dispatch table.

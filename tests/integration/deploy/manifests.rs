@@ -89,7 +89,9 @@ fn kubernetes_examples_parse_and_use_trident_parameters() {
     );
 
     // Every class parameter is one storch's Kubernetes frontend takes: a pool list, fsType,
-    // or a storage attribute request that storch parses (trident-compat §5.1, §3.2).
+    // or a storage attribute request that storch parses
+    // (docs/trident-contract.md#storageclass-translation and
+    // docs/trident-contract.md#request-values).
     let mut defaults = 0;
     for (name, (file, sc)) in &classes {
         assert!(

@@ -1,7 +1,7 @@
 //! ONTAP driver behaviour beyond the conformance suite, against the in-process simulator:
-//! discovery (pools and offers per trident-compat §3.5, derived SVM and data LIF, default
-//! backend names), what lands on the array for each variant, clones, fault injection, TLS, and
-//! the simulator's state file and binary.
+//! discovery (pools and offers per docs/trident-contract.md#pools-and-offers-per-driver, derived
+//! SVM and data LIF, default backend names), what lands on the array for each variant, clones,
+//! fault injection, TLS, and the simulator's state file and binary.
 
 use crate::support::ontap::*;
 use serde_json::{Value, json};

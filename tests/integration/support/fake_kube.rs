@@ -448,7 +448,8 @@ impl FakeKube {
 }
 
 /// The name storch gives a stored claim's volume and PV: `<ns>-<name>-<first 5 of the uid
-/// without dashes>` (trident-compat §5.3), computed here independently of storch's code.
+/// without dashes>` (docs/trident-contract.md#pv-creation), computed here independently of storch's
+/// code.
 pub fn claim_volume_name(kube: &FakeKube, namespace: &str, name: &str) -> String {
     let pvc = kube
         .get("persistentvolumeclaims", Some(namespace), name)

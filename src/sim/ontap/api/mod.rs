@@ -1,4 +1,5 @@
-//! The ZAPI calls the simulator answers, with the errno values of wire-protocols §1.6.
+//! The ZAPI calls the simulator answers, with the errno values of
+//! docs/wire-notes.md#zapi-errno-values.
 //!
 //! Every handler validates first and mutates last, so a failed call changes nothing. This file
 //! holds the dispatch table and the argument helpers; one file per object family:

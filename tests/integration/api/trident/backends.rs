@@ -264,7 +264,7 @@ async fn deleting_a_backend_with_volumes_takes_it_offline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updating_a_fake_backend_orphans_its_volumes() {
-    // trident-compat §4.11: the new fake instance knows no volumes.
+    // docs/trident-contract.md#the-fake-driver: the new fake instance knows no volumes.
     let api = Api::start().await;
     api.ok(&format!("{V1}/backend"), &ssd_backend("nas"), 201)
         .await;

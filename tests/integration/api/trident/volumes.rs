@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// The VolumeConfig keys Trident always writes (trident-compat §2.3).
+/// The VolumeConfig keys Trident always writes (docs/trident-contract.md#volume-config).
 const ALWAYS_WRITTEN: &[&str] = &[
     "version",
     "name",
