@@ -30,10 +30,9 @@ pub enum CaError {
     Empty,
 }
 
-/// A reqwest client builder. The crypto provider must be installed (see
-/// [`super::install_crypto_provider`]); the library's unit tests install it here.
+/// A reqwest client builder: every client of the crate starts here. It installs the crypto
+/// provider first (once per process), so no client depends on who ran before it.
 pub fn client_builder() -> reqwest::ClientBuilder {
-    #[cfg(test)]
     super::install_crypto_provider();
     reqwest::Client::builder()
 }

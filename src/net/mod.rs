@@ -7,9 +7,10 @@
 //! - `retry.rs`: [`backoff`], [`RetryPolicy`] and [`retry`], and which HTTP failures to retry.
 //!
 //! TLS uses rustls with the ring provider only (never aws-lc-rs). reqwest is built without a
-//! default provider, so a client built before [`install_crypto_provider`] panics: the binaries
-//! install it first thing in `main`, and test support before its first client (the library's
-//! own unit tests get it from [`client_builder`]).
+//! default provider, so a client built before [`install_crypto_provider`] panics: every reqwest
+//! client is built from [`client_builder`], which installs it first (idempotent), and the
+//! binaries install it first thing in `main` for what builds TLS on the process default
+//! outside `net` (kube's client). The servers (`api`, `sim`) name ring explicitly.
 //!
 //! The reqwest types other modules name are re-exported here, so that reqwest itself appears
 //! only in `net`, `drivers` and `replication`.

@@ -25,7 +25,7 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
     backend["statePath"] = json!(array);
     backend["latency"] = json!("lognormal:1ms");
     backend["failPools"] = json!({"p3": "p3 refuses everything"});
-    let client = crate::support::client();
+    let client = storch::net::client();
     let acked = Arc::new(Mutex::new(Acked::default()));
 
     for round in 0..rounds {

@@ -45,8 +45,8 @@ async fn serve_with_a_config_file_makes_real_volumes() {
     write_config(&config, &pools, true);
     let data = tmp.path().join("data");
     let server = Server::start_with(&data, &["--config", config.to_str().unwrap()], &[]);
-    server.wait_ready(&crate::support::client()).await;
-    let c = crate::support::client();
+    server.wait_ready(&storch::net::client()).await;
+    let c = storch::net::client();
     let url = server.url.clone();
     use reqwest::Method as M;
     eventually("classes from the file", async || {
@@ -224,7 +224,7 @@ async fn sigkill_with_the_local_driver_leaves_disk_and_log_in_agreement() {
     write_config(&config, &pools, true);
     let data = tmp.path().join("data");
     let args = ["--config", config.to_str().unwrap()];
-    let client = crate::support::client();
+    let client = storch::net::client();
     for round in 0..rounds {
         let mut server = Server::start_with(&data, &args, &[]);
         server.wait_ready(&client).await;

@@ -89,7 +89,7 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
     let key = shared_key(tmp.path());
     let dirs = [tmp.path().join("a"), tmp.path().join("b")];
     let ids = ["a", "b"];
-    let client = crate::support::client();
+    let client = storch::net::client();
 
     let mut servers = [
         Some(Server::start_with(
@@ -452,7 +452,7 @@ async fn an_etcd_restart_loses_no_acknowledged_write_and_a_long_outage_stops_the
     let tmp = tempfile::tempdir().unwrap();
     let key = shared_key(tmp.path());
     let dir = tmp.path().join("a");
-    let client = crate::support::client();
+    let client = storch::net::client();
     // A TTL that outlasts an etcd restart.
     let mut a = Server::start_with(&dir, &serve_args_ttl(&etcd, &key, "a", "6s"), &[]);
     wait_role(&client, &a, "leader").await;

@@ -28,7 +28,7 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
 async fn the_canary_password_is_nowhere() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let client = crate::support::client();
+    let client = storch::net::client();
     let mut responses = String::new();
     let env = [("RUST_LOG", "trace")];
 

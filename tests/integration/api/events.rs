@@ -75,7 +75,7 @@ fn kinds(events: &Value) -> Vec<String> {
 async fn events_are_listed_filtered_and_paged() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     setup(&c, &s).await;
     let r = c
         .post(s.url("/trident/v1/volume"))
@@ -187,7 +187,7 @@ async fn events_are_listed_filtered_and_paged() {
 async fn a_follow_stream_gets_events_committed_after_it_opened() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     setup(&c, &s).await;
 
     // Only volume/v3, live: nothing yet.
@@ -234,7 +234,7 @@ async fn a_follow_stream_gets_events_committed_after_it_opened() {
 async fn open_follow_streams_end_when_the_server_stops() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let mut a = follow(&c, &s.url("/trident/v1/events?follow=true")).await;
     let mut b = follow(
         &c,

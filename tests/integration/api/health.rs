@@ -26,7 +26,7 @@ fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
 async fn probes_when_ready() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let r = get(&c, &s.url("/livez")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json, json!({"status": "ok"}));
@@ -44,7 +44,7 @@ async fn metrics_move_with_operations() {
     }
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let mut backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
     backend["password"] = json!("canary-pw-9001");
     assert_eq!(
@@ -207,7 +207,7 @@ async fn readyz_is_503_with_the_reason_when_boot_failed() {
     })
     .await;
     let s = TestServer::start(rt, ServeOptions::default()).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let r = get(&c, &s.url("/livez")).await;
     assert_eq!(r.status, 200);
     let r = get(&c, &s.url("/readyz")).await;
@@ -287,7 +287,7 @@ async fn readyz_during_replay_of_a_large_log() {
         .await
         .unwrap();
     let s = TestServer::start(rt, ServeOptions::default()).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let mut replaying = 0;
     let mut ready = false;
     for _ in 0..3000 {

@@ -68,7 +68,7 @@ async fn tls_and_token_accepted_missing_or_wrong_token_refused() {
     }
 
     // Plain HTTP to the TLS port gets no answer.
-    let plain = crate::support::client()
+    let plain = storch::net::client()
         .get(format!("http://{}/livez", s.addr))
         .timeout(Duration::from_secs(10))
         .send()
@@ -86,7 +86,7 @@ async fn a_token_also_works_without_tls_on_loopback() {
     let dir = tempfile::tempdir().unwrap();
     let rt = crate::support::start(&dir.path().join("data")).await;
     let s = TestServer::start(rt, secured(None)).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let r = c.get(s.url("/trident/v1/backend")).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
     let r = c
@@ -147,7 +147,7 @@ async fn the_binary_accepts_a_non_loopback_address_with_insecure_listen() {
         .url
         .strip_prefix("http://0.0.0.0:")
         .unwrap_or_else(|| panic!("{}", server.url));
-    let r = crate::support::client()
+    let r = storch::net::client()
         .get(format!("http://127.0.0.1:{port}/livez"))
         .send()
         .await
@@ -307,7 +307,7 @@ async fn slow_headers_and_stalled_handshakes_are_cut_off() {
         "the server closes a connection that sends nothing"
     );
     // A complete request on a fresh connection is still answered.
-    let r = get(&crate::support::client(), &s.url("/livez")).await;
+    let r = get(&storch::net::client(), &s.url("/livez")).await;
     assert_eq!(r.status, 200);
     s.stop().await;
 

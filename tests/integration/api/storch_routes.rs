@@ -40,7 +40,7 @@ fn is_rfc3339_ms(s: &str) -> bool {
 async fn snapshots_lifecycle_and_clone_from_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     lab(&c, &s).await;
     volume(&c, &s, "v1", "fast").await;
 
@@ -135,7 +135,7 @@ fn pairs(list: &Value) -> Vec<String> {
 async fn snapshot_refusals_are_clear_4xx() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     lab(&c, &s).await;
     volume(&c, &s, "v1", "fast").await;
     volume(&c, &s, "h1", "slow").await;
@@ -209,7 +209,7 @@ async fn snapshot_refusals_are_clear_4xx() {
 async fn resize_grows_volumes_and_refuses_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     lab(&c, &s).await;
     volume(&c, &s, "v1", "fast").await;
     let resize = |v: &str| s.url(&format!("/trident/v1/volume/{v}/resize"));
@@ -274,7 +274,7 @@ async fn resize_grows_volumes_and_refuses_the_rest() {
 async fn explain_shows_every_pool_and_checks_its_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     lab(&c, &s).await;
     let explain = |q: &str| s.url(&format!("/trident/v1/storageclass/fast/explain{q}"));
 
@@ -349,7 +349,7 @@ async fn explain_shows_every_pool_and_checks_its_parameters() {
 async fn the_openapi_document_lists_every_route() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::plain(&dir.path().join("data")).await;
-    let c = crate::support::client();
+    let c = storch::net::client();
     let r = get(&c, &s.url("/openapi.json")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.headers["content-type"], "application/json");

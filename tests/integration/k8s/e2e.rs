@@ -107,7 +107,7 @@ async fn sigkill_in_the_middle_of_provisioning_neither_loses_nor_doubles_a_claim
     let kubeconfig = kube.kubeconfig(tmp.path());
     let config = config_file(tmp.path(), "150ms");
     let data = tmp.path().join("data");
-    let client = crate::support::client();
+    let client = storch::net::client();
     kube.put("storageclasses", storage_class());
     let rounds = crate::support::rounds("STORCH_K8S_CRASH_ROUNDS", 3);
     let mut claims = Vec::new();
@@ -194,7 +194,7 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
     let kube = FakeKube::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = kube.kubeconfig(tmp.path());
-    let client = crate::support::client();
+    let client = storch::net::client();
     let mut servers = Vec::new();
     for id in ["a", "b"] {
         let dir = tmp.path().join(id);

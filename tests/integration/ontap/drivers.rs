@@ -595,7 +595,6 @@ fn storch_sim_binary_serves_tls_and_persists() {
             .to_string();
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
-            storch::net::install_crypto_provider();
             let doc = json!({"version": 1, "storageDriverName": "ontap-nas",
                 "managementLIF": url, "username": "admin", "password": "netapp123",
                 "trustedCACertificate": std::fs::read_to_string(&cert).unwrap()});

@@ -93,7 +93,7 @@ async fn trident_backend_files_classes_and_fallthrough() {
     let tmp = tempfile::tempdir().unwrap();
     let sim = sim(tmp.path(), None).await;
     let server = Server::start(&tmp.path().join("data"), &[]);
-    let client = crate::support::client();
+    let client = storch::net::client();
     server.wait_ready(&client).await;
 
     let nas = add_backend(
@@ -288,7 +288,7 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
     let state = tmp.path().join("array.json");
     let sim = sim(tmp.path(), Some(state.clone())).await;
     let backend = pointed(&sim, "backend-ontap-nas.json", true);
-    let client = crate::support::client();
+    let client = storch::net::client();
     let acked = Arc::new(Mutex::new(Acked::default()));
 
     let mut name = String::new();

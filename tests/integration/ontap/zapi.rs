@@ -28,7 +28,6 @@ struct Canned {
 }
 
 async fn canned(responses: Vec<(u16, String)>) -> Canned {
-    storch::net::install_crypto_provider();
     let cert = SelfSigned::generate(&[]).unwrap();
     let queue = Arc::new(Mutex::new(VecDeque::from(responses)));
     let requests = Arc::new(Mutex::new(Vec::new()));

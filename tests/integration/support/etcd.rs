@@ -64,7 +64,7 @@ impl Etcd {
 
     /// Polls `/health` until etcd answers (up to ~20 s).
     pub async fn wait_up(&self) {
-        let client = super::client();
+        let client = storch::net::client();
         for _ in 0..400 {
             if client
                 .get(format!("{}/health", self.endpoint))
@@ -96,7 +96,7 @@ impl Etcd {
 
     /// A JSON gateway call, for tests that look at or change etcd directly.
     pub async fn call(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
-        super::client()
+        storch::net::client()
             .post(format!("{}{path}", self.endpoint))
             .json(&body)
             .send()

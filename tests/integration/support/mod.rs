@@ -24,19 +24,6 @@ use storch::actors::{
 };
 use storch::model::{ResizeRequest, SnapshotRequest, VolumeConfig, VolumeRequest};
 
-/// A default HTTP client, with the crypto provider installed first (the binaries install it in
-/// `main`; test processes here).
-pub fn client() -> reqwest::Client {
-    storch::net::install_crypto_provider();
-    storch::net::client()
-}
-
-/// An HTTP client builder, with the crypto provider installed first (see [`client`]).
-pub fn client_builder() -> reqwest::ClientBuilder {
-    storch::net::install_crypto_provider();
-    storch::net::client_builder()
-}
-
 /// Creates a volume as a frontend does: the config is parsed into a request first, and a
 /// parse error is the core's `Invalid`.
 pub async fn add_volume(
@@ -202,9 +189,6 @@ pub fn in_own_process(module: &str, name: &str) -> bool {
     let module = module.split_once("::").map_or("", |(_, rest)| rest);
     let test = format!("{module}::{name}");
     if std::env::var(VAR).is_ok_and(|v| v == test) {
-        // The child is a fresh process running library code that may build HTTP clients (the
-        // bench's REST frontend): like a binary's `main`, it installs the provider first.
-        storch::net::install_crypto_provider();
         return true;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())

@@ -11,7 +11,6 @@ pub const MIB: u64 = 1 << 20;
 
 /// Starts a TLS simulator on 127.0.0.1:0 with its certificate in `dir`.
 pub async fn sim_in(dir: &std::path::Path, mut opts: SimOptions) -> OntapSim {
-    storch::net::install_crypto_provider();
     opts.tls = true;
     if opts.cert_out.is_none() {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

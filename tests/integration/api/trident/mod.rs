@@ -101,7 +101,7 @@ impl Api {
         let server = tokio::spawn(storch::api::serve(listener, runtime.core(), async move {
             let _ = stopped.await;
         }));
-        let client = crate::support::client_builder()
+        let client = storch::net::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
             .build()

@@ -427,7 +427,7 @@ async fn a_413_says_connection_close() {
 async fn the_real_binary_serves_the_api() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let client = crate::support::client();
+    let client = storch::net::client();
     let mut server = Server::start(&data, &[]);
     server.wait_ready(&client).await;
     let url = server.url.clone();
