@@ -219,7 +219,7 @@ fn page(
     ctx: &mut Ctx<'_>,
     start: u64,
     limit: Option<u64>,
-    keep: impl Fn(&Volume) -> bool,
+    keep: impl Fn(u64, &Volume) -> bool,
 ) -> Value {
     let cap = ctx.tuning.page_cap.max(1);
     let limit = limit.map_or(cap, |l| (l as usize).min(cap));
@@ -227,7 +227,7 @@ fn page(
     let out: Vec<Value> = c
         .volumes
         .range(start..)
-        .filter(|(_, v)| v.hidden_polls == 0 && keep(v))
+        .filter(|(id, v)| v.hidden_polls == 0 && keep(**id, v))
         .take(limit)
         .map(|(id, v)| volume_json(c, *id, v))
         .collect();
@@ -256,7 +256,7 @@ pub(super) fn list_for_account(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     // Not paged by the page size: the method answers every volume of the account.
     let saved = ctx.tuning.page_cap;
     ctx.tuning.page_cap = usize::MAX;
-    let out = page(ctx, start, limit, |v| v.account_id == account);
+    let out = page(ctx, start, limit, |_, v| v.account_id == account);
     ctx.tuning.page_cap = saved;
     Ok(out)
 }
@@ -278,33 +278,26 @@ pub(super) fn list(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let ids = p.opt_ids("volumeIDs")?;
     p.opt_bool("isPaired")?;
     p.opt_bool("includeVirtualVolumes")?;
-    Ok(page(ctx, start, limit, |v| {
+    Ok(page(ctx, start, limit, |id, v| {
         status.is_none_or(|s| v.status == s)
             && accounts.as_ref().is_none_or(|a| a.contains(&v.account_id))
             && name.is_none_or(|n| v.name == n)
+            && ids.as_ref().is_none_or(|i| i.contains(&id))
     }))
-    .map(|mut out| {
-        if let Some(ids) = &ids {
-            if let Some(a) = out["volumes"].as_array_mut() {
-                a.retain(|v| v["volumeID"].as_u64().is_some_and(|i| ids.contains(&i)));
-            }
-        }
-        out
-    })
 }
 
 pub(super) fn list_active(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let start = p.opt_u64("startVolumeID")?.unwrap_or(0);
     let limit = limit(p)?;
     p.opt_bool("includeVirtualVolumes")?;
-    Ok(page(ctx, start, limit, |v| v.status == "active"))
+    Ok(page(ctx, start, limit, |_, v| v.status == "active"))
 }
 
 pub(super) fn list_deleted(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     p.opt_bool("includeVirtualVolumes")?;
     let saved = ctx.tuning.page_cap;
     ctx.tuning.page_cap = usize::MAX;
-    let out = page(ctx, 0, None, |v| v.status == "deleted");
+    let out = page(ctx, 0, None, |_, v| v.status == "deleted");
     ctx.tuning.page_cap = saved;
     Ok(out)
 }
