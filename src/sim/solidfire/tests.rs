@@ -510,12 +510,33 @@ fn snapshots_create_list_delete() {
         err_name(&sh, "ListSnapshots", json!({"volumeID": 99})),
         "xVolumeIDDoesNotExist"
     );
+    let r = ok(
+        &sh,
+        "RollbackToSnapshot",
+        json!({"volumeID": v, "snapshotID": s1, "saveCurrentState": true, "name": "before"}),
+    );
+    assert_eq!(r["snapshot"]["name"], "before");
+    let r = ok(
+        &sh,
+        "RollbackToSnapshot",
+        json!({"volumeID": v, "snapshotID": s1, "saveCurrentState": false}),
+    );
+    assert_eq!(r["snapshotID"], 0);
+    assert_eq!(
+        err_name(
+            &sh,
+            "RollbackToSnapshot",
+            json!({"volumeID": v, "snapshotID": s1})
+        ),
+        "xInvalidParameter",
+        "saveCurrentState is required"
+    );
     ok(&sh, "DeleteSnapshot", json!({"snapshotID": s1}));
     assert_eq!(
         err_name(&sh, "DeleteSnapshot", json!({"snapshotID": s1})),
         "xSnapshotIDDoesNotExist"
     );
-    for _ in 1..32 {
+    for _ in 2..32 {
         ok(&sh, "CreateSnapshot", json!({"volumeID": v}));
     }
     assert_eq!(
@@ -873,4 +894,44 @@ async fn http_auth_paths_and_content_types() {
     assert_eq!(v["error"]["name"], "xUnknownAccount");
     assert_eq!(sim.calls("GetAccountByName"), 2);
     sim.stop().await;
+}
+
+#[test]
+fn command_line_options() {
+    use crate::sim::cli::{Cli, Command};
+    use clap::Parser;
+    let parse = |args: &[&str]| {
+        let cli = Cli::try_parse_from([&["storch-sim", "solidfire"], args].concat())
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Solidfire(a) => a.options(),
+            _ => unreachable!(),
+        }
+    };
+    let o = parse(&[
+        "--capacity",
+        "2TiB",
+        "--tenant",
+        "trident",
+        "--svip",
+        "10.0.0.2:3260",
+        "--fail",
+        "CloneVolume:0.5:xNotReadyForIO",
+        "--page-size",
+        "3",
+        "--clone-polls",
+        "4",
+    ])
+    .unwrap();
+    assert_eq!(o.cluster.capacity, 2 << 40);
+    assert_eq!(o.cluster.tenant.as_deref(), Some("trident"));
+    assert_eq!(o.cluster.max_iops, DEFAULT_MAX_IOPS);
+    assert_eq!(o.fail[0].name, "xNotReadyForIO");
+    assert_eq!((o.tuning.page_cap, o.tuning.clone_polls), (3, 4));
+    assert_eq!(o.username, DEFAULT_USERNAME);
+    assert!(parse(&[]).unwrap_err().contains("--capacity"), "required");
+    assert!(parse(&["--capacity", "lots"]).is_err());
+    assert!(parse(&["--capacity", "1TiB", "--svip", "10.0.0.2"]).is_err());
+    assert!(parse(&["--capacity", "1TiB", "--max-iops", "10"]).is_err());
+    assert!(parse(&["--capacity", "1TiB", "--fail", "CloneVolume"]).is_err());
 }

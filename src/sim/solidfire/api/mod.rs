@@ -236,6 +236,18 @@ const METHODS: &[Method] = &[
     m("ListSnapshots", V1, &["volumeID"], snapshots::list),
     m("DeleteSnapshot", V1, &["snapshotID"], snapshots::delete),
     m(
+        "RollbackToSnapshot",
+        V1,
+        &[
+            "volumeID",
+            "snapshotID",
+            "saveCurrentState",
+            "name",
+            "attributes",
+        ],
+        snapshots::rollback,
+    ),
+    m(
         "CloneVolume",
         V1,
         &[

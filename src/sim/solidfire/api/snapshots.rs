@@ -130,3 +130,55 @@ pub(super) fn delete(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     ctx.dirty = true;
     done()
 }
+
+/// Makes the volume's content the snapshot's; with `saveCurrentState` the content before is
+/// kept as a new snapshot (named by `name`, default its create time) whose id is answered.
+pub(super) fn rollback(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
+    let vid = p.id("volumeID")?;
+    let size = active(ctx.c, vid)?.total_size;
+    let sid = p.id("snapshotID")?;
+    let s = existing(ctx.c, sid)?;
+    if s.volume_id != vid {
+        return Err(fail(
+            names::INVALID_PARAMETER,
+            format!(
+                "Invalid value for parameter snapshotID: snapshot {sid} is not of volume {vid}"
+            ),
+        ));
+    }
+    let checksum = s.checksum.clone();
+    let save = p.bool("saveCurrentState")?;
+    let now = now_iso();
+    let name = p.opt_str("name")?.unwrap_or(&now).to_string();
+    let attributes = p.attributes()?;
+    if !save {
+        return Ok(json!({ "checksum": checksum, "snapshotID": 0 }));
+    }
+    let count = ctx
+        .c
+        .snapshots
+        .values()
+        .filter(|s| s.volume_id == vid)
+        .count();
+    if count >= MAX_PER_VOLUME {
+        return Err(fail(
+            names::MAX_SNAPSHOTS_PER_VOLUME,
+            format!("VolumeID {vid} already has {MAX_PER_VOLUME} snapshots."),
+        ));
+    }
+    let id = take(&mut ctx.c.next.snapshot);
+    let saved = Snapshot {
+        volume_id: vid,
+        name,
+        create_time: now,
+        total_size: size,
+        checksum: format!("0x{:016x}", rand::random::<u64>()),
+        retention: String::new(),
+        enable_remote_replication: false,
+        attributes,
+    };
+    let out = snapshot_json(id, &saved);
+    ctx.c.snapshots.insert(id, saved);
+    ctx.dirty = true;
+    Ok(json!({ "checksum": checksum, "snapshotID": id, "snapshot": out }))
+}
