@@ -213,15 +213,16 @@ pub(super) fn create(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     Ok(json!({ "volumeID": id, "volume": out }))
 }
 
-/// Volumes that pass `keep`, from `start` on, at most `limit` (capped by the page size),
-/// leaving out those still hidden; every hidden volume then counts one poll.
+/// Volumes that pass `keep`, from `start` on, at most `limit` (capped by `cap`), leaving out
+/// those still hidden; every hidden volume then counts one poll.
 fn page(
     ctx: &mut Ctx<'_>,
     start: u64,
     limit: Option<u64>,
+    cap: usize,
     keep: impl Fn(u64, &Volume) -> bool,
 ) -> Value {
-    let cap = ctx.tuning.page_cap.max(1);
+    let cap = cap.max(1);
     let limit = limit.map_or(cap, |l| (l as usize).min(cap));
     let c = &*ctx.c;
     let out: Vec<Value> = c
@@ -253,12 +254,10 @@ pub(super) fn list_for_account(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let start = p.opt_u64("startVolumeID")?.unwrap_or(0);
     let limit = limit(p)?;
     p.opt_bool("includeVirtualVolumes")?;
-    // Not paged by the page size: the method answers every volume of the account.
-    let saved = ctx.tuning.page_cap;
-    ctx.tuning.page_cap = usize::MAX;
-    let out = page(ctx, start, limit, |_, v| v.account_id == account);
-    ctx.tuning.page_cap = saved;
-    Ok(out)
+    // Not capped by the page size: the method answers every volume of the account.
+    Ok(page(ctx, start, limit, usize::MAX, |_, v| {
+        v.account_id == account
+    }))
 }
 
 pub(super) fn list(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
@@ -278,7 +277,8 @@ pub(super) fn list(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let ids = p.opt_ids("volumeIDs")?;
     p.opt_bool("isPaired")?;
     p.opt_bool("includeVirtualVolumes")?;
-    Ok(page(ctx, start, limit, |id, v| {
+    let cap = ctx.tuning.page_cap;
+    Ok(page(ctx, start, limit, cap, |id, v| {
         status.is_none_or(|s| v.status == s)
             && accounts.as_ref().is_none_or(|a| a.contains(&v.account_id))
             && name.is_none_or(|n| v.name == n)
@@ -290,16 +290,13 @@ pub(super) fn list_active(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let start = p.opt_u64("startVolumeID")?.unwrap_or(0);
     let limit = limit(p)?;
     p.opt_bool("includeVirtualVolumes")?;
-    Ok(page(ctx, start, limit, |_, v| v.status == "active"))
+    let cap = ctx.tuning.page_cap;
+    Ok(page(ctx, start, limit, cap, |_, v| v.status == "active"))
 }
 
 pub(super) fn list_deleted(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     p.opt_bool("includeVirtualVolumes")?;
-    let saved = ctx.tuning.page_cap;
-    ctx.tuning.page_cap = usize::MAX;
-    let out = page(ctx, 0, None, |_, v| v.status == "deleted");
-    ctx.tuning.page_cap = saved;
-    Ok(out)
+    Ok(page(ctx, 0, None, usize::MAX, |_, v| v.status == "deleted"))
 }
 
 pub(super) fn modify(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
