@@ -12,6 +12,21 @@
 //! "message"}}`. Faults (`--fail METHOD:RATE[:ERRNAME]`) answer such an error before the
 //! method runs. With a state file every call that changed the cluster is written (temp file,
 //! fsync, rename, fsync of the directory) before the answer is sent.
+//!
+//! The cluster: accounts with unique usernames and CHAP secrets (12 to 16 printable
+//! characters, generated when not given); volumes with duplicate names allowed, deleted then
+//! purged (a deleted volume stays listed and keeps counting against `--capacity`), IQNs and
+//! SCSI ids from the cluster's 4-letter `uniqueID`; snapshots (32 per volume); clones that
+//! stay out of the lists, and whose `asyncHandle` answers `running`, for `clone_polls` polls;
+//! volume access groups (a fresh cluster has one named `trident`); paged lists
+//! (`startVolumeID`/`limit`, capped by `page_cap`).
+//!
+//! Where wire-protocols §2 is silent the simulator chooses (see [`names`] for the error
+//! names): sizes round up to a whole MiB within 10^9 bytes to 16 TiB; QoS is
+//! 50 ≤ minIOPS ≤ 15000, 100 ≤ maxIOPS ≤ burstIOPS ≤ `--max-iops`, refused with
+//! `xInvalidParameter`; a second DeleteVolume answers like the first; PurgeDeletedVolume of an
+//! active volume is `xVolumeNotDeleted`; the provisioned bytes past the capacity are
+//! `xInsufficientSpace`; volume names are 1 to 64 letters, digits and dashes.
 
 pub mod api;
 pub mod state;
