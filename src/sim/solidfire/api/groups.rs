@@ -67,7 +67,15 @@ fn too_many(n: usize) -> Result<(), Fail> {
 pub(super) fn list(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let start = p.opt_u64("startVolumeAccessGroupID")?.unwrap_or(0);
     let cap = ctx.tuning.page_cap.max(1);
-    let limit = p.opt_u64("limit")?.map_or(cap, |l| (l as usize).min(cap));
+    let limit = match p.opt_u64("limit")? {
+        Some(0) => {
+            return Err(fail(
+                names::INVALID_PARAMETER,
+                "Invalid value for parameter limit: 0",
+            ));
+        }
+        l => l.map_or(cap, |l| (l as usize).min(cap)),
+    };
     let c = &*ctx.c;
     let out: Vec<Value> = c
         .groups

@@ -243,6 +243,10 @@ fn access_groups() {
         json!({"startVolumeAccessGroupID": g, "limit": 1}),
     );
     assert_eq!(ids(&r, "volumeAccessGroups", "volumeAccessGroupID"), [g]);
+    assert_eq!(
+        err_name(&sh, "ListVolumeAccessGroups", json!({"limit": 0})),
+        "xInvalidParameter"
+    );
     assert_eq!(r["volumeAccessGroups"][0]["volumes"], json!([v1]));
     assert_eq!(
         err_name(
