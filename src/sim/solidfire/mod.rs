@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 
 pub use self::api::{Tuning, names};
 pub use self::state::{Cluster, ClusterSpec};
+pub use super::SimError;
 use super::http::{Handler, HttpRequest, HttpResponse, SelfSigned, Server};
 
 pub const DEFAULT_USERNAME: &str = "admin";
@@ -126,20 +127,6 @@ impl Default for SimOptions {
     }
 }
 
-/// Why a simulator could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    #[error("state file {path}: {msg}")]
-    State { path: String, msg: String },
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("TLS certificate: {0}")]
-    Tls(String),
-}
-
 struct Shared {
     cluster: Mutex<Cluster>,
     fail: Mutex<Vec<FailRule>>,
@@ -172,7 +159,15 @@ impl std::fmt::Debug for SolidFireSim {
 
 fn shared(opts: &SimOptions) -> Result<Shared, SimError> {
     let cluster = match &opts.state {
-        Some(p) => load_or_create(p, &opts.cluster)?,
+        Some(p) => super::load_or_create(
+            p,
+            "a SolidFire simulator",
+            || Cluster::new(&opts.cluster),
+            |c| match c.format {
+                state::FORMAT => Ok(()),
+                f => Err(format!("format {f} is not supported")),
+            },
+        )?,
         None => Cluster::new(&opts.cluster),
     };
     Ok(Shared {
@@ -195,16 +190,13 @@ impl SolidFireSim {
     pub async fn start(opts: SimOptions) -> Result<SolidFireSim, SimError> {
         let shared = Arc::new(shared(&opts)?);
         let (cert, cert_path) = if opts.tls {
-            let mut extra = vec![opts.cluster.mvip.clone()];
-            if !opts.listen.ip().is_unspecified() {
-                extra.push(opts.listen.ip().to_string());
-            }
-            let cert = SelfSigned::generate(&extra).map_err(SimError::Tls)?;
-            let path = opts.cert_out.clone().unwrap_or_else(|| {
-                super::http::default_cert_path(opts.state.as_deref(), "solidfire")
-            });
-            cert.write_pem(&path)
-                .map_err(|e| SimError::Tls(format!("cannot write {}: {e}", path.display())))?;
+            let (cert, path) = super::tls_certificate(
+                opts.listen,
+                std::slice::from_ref(&opts.cluster.mvip),
+                opts.cert_out.as_deref(),
+                opts.state.as_deref(),
+                "solidfire",
+            )?;
             (Some(cert), Some(path))
         } else {
             (None, None)
@@ -261,7 +253,7 @@ impl SolidFireSim {
         let mut c = lock(&self.shared.cluster);
         let out = f(&mut c);
         if let Some(p) = &self.shared.state {
-            let _ = persist(p, &c);
+            let _ = super::persist_json(p, &*c);
         }
         out
     }
@@ -278,34 +270,6 @@ impl SolidFireSim {
     pub async fn stop(self) {
         self.server.stop().await;
     }
-}
-
-fn load_or_create(path: &Path, spec: &ClusterSpec) -> Result<Cluster, SimError> {
-    let err = |msg: String| SimError::State {
-        path: path.display().to_string(),
-        msg,
-    };
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let c: Cluster = serde_json::from_slice(&bytes)
-                .map_err(|e| err(format!("not a SolidFire simulator state file: {e}")))?;
-            if c.format != state::FORMAT {
-                return Err(err(format!("format {} is not supported", c.format)));
-            }
-            Ok(c)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let c = Cluster::new(spec);
-            persist(path, &c).map_err(|e| err(e.to_string()))?;
-            Ok(c)
-        }
-        Err(e) => Err(err(e.to_string())),
-    }
-}
-
-fn persist(path: &Path, c: &Cluster) -> std::io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(c).map_err(std::io::Error::other)?;
-    super::write_atomic(path, &bytes)
 }
 
 /// `1.0`, `5.0` … `12.x` (a trailing slash allowed) as (major, minor).
@@ -401,7 +365,7 @@ fn rpc(shared: &Shared, path: &str, body: &[u8]) -> Value {
         Ok(result) => {
             if dirty
                 && let Some(p) = &shared.state
-                && let Err(e) = persist(p, &c)
+                && let Err(e) = super::persist_json(p, &*c)
             {
                 return error_body(
                     &id,
