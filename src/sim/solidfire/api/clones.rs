@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::accounts::check_account;
 use super::snapshots::existing;
-use super::volumes::{access, active, check_name, check_size, check_space, missing, volume_json};
+use super::volumes::{access, active, check_name, check_size, check_space, insert, missing};
 use super::{Ctx, Params, R, fail, names};
 use crate::sim::solidfire::state::{AsyncJob, Volume, now_iso, take};
 
@@ -42,24 +42,22 @@ pub(super) fn clone_volume(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let enable512e = p.opt_bool("enable512e")?.unwrap_or(src.enable512e);
     let attributes = p.attributes()?;
     check_space(ctx.c, size)?;
-    let id = take(&mut ctx.c.next.volume);
     let handle = take(&mut ctx.c.next.handle);
     let clone_id = take(&mut ctx.c.next.clone);
-    let v = Volume {
-        name: name.to_string(),
-        account_id: account,
-        create_time: now_iso(),
-        status: "active".into(),
-        delete_time: String::new(),
-        access,
-        enable512e,
-        total_size: size,
-        qos: src.qos,
-        attributes,
-        hidden_polls: ctx.tuning.clone_polls,
-    };
-    let out = volume_json(ctx.c, id, &v);
-    ctx.c.volumes.insert(id, v);
+    let (id, out) = insert(
+        ctx,
+        Volume {
+            name: name.to_string(),
+            account_id: account,
+            create_time: now_iso(),
+            access,
+            enable512e,
+            total_size: size,
+            attributes,
+            hidden_polls: ctx.tuning.clone_polls,
+            ..src
+        },
+    );
     ctx.c.asyncs.insert(
         handle,
         AsyncJob {

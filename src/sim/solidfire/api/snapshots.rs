@@ -78,6 +78,28 @@ pub(super) fn create(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let enable_remote_replication = p.opt_bool("enableRemoteReplication")?.unwrap_or(false);
     let retention = retention(p)?;
     let attributes = p.attributes()?;
+    let s = Snapshot {
+        volume_id: vid,
+        name,
+        create_time: now,
+        total_size: size,
+        checksum: checksum(),
+        retention,
+        enable_remote_replication,
+        attributes,
+    };
+    let checksum = s.checksum.clone();
+    let (id, out) = add(ctx, s)?;
+    Ok(json!({ "snapshotID": id, "checksum": checksum, "snapshot": out }))
+}
+
+fn checksum() -> String {
+    format!("0x{:016x}", rand::random::<u64>())
+}
+
+/// Adds a snapshot unless its volume has [`MAX_PER_VOLUME`] already: its id and JSON.
+fn add(ctx: &mut Ctx<'_>, s: Snapshot) -> Result<(u64, Value), Fail> {
+    let vid = s.volume_id;
     let count = ctx
         .c
         .snapshots
@@ -91,21 +113,10 @@ pub(super) fn create(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
         ));
     }
     let id = take(&mut ctx.c.next.snapshot);
-    let s = Snapshot {
-        volume_id: vid,
-        name,
-        create_time: now,
-        total_size: size,
-        checksum: format!("0x{:016x}", rand::random::<u64>()),
-        retention,
-        enable_remote_replication,
-        attributes,
-    };
     let out = snapshot_json(id, &s);
-    let checksum = s.checksum.clone();
     ctx.c.snapshots.insert(id, s);
     ctx.dirty = true;
-    Ok(json!({ "snapshotID": id, "checksum": checksum, "snapshot": out }))
+    Ok((id, out))
 }
 
 pub(super) fn list(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
@@ -146,39 +157,24 @@ pub(super) fn rollback(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
             ),
         ));
     }
-    let checksum = s.checksum.clone();
+    let before = s.checksum.clone();
     let save = p.bool("saveCurrentState")?;
     let now = now_iso();
     let name = p.opt_str("name")?.unwrap_or(&now).to_string();
     let attributes = p.attributes()?;
     if !save {
-        return Ok(json!({ "checksum": checksum, "snapshotID": 0 }));
+        return Ok(json!({ "checksum": before, "snapshotID": 0 }));
     }
-    let count = ctx
-        .c
-        .snapshots
-        .values()
-        .filter(|s| s.volume_id == vid)
-        .count();
-    if count >= MAX_PER_VOLUME {
-        return Err(fail(
-            names::MAX_SNAPSHOTS_PER_VOLUME,
-            format!("VolumeID {vid} already has {MAX_PER_VOLUME} snapshots."),
-        ));
-    }
-    let id = take(&mut ctx.c.next.snapshot);
     let saved = Snapshot {
-        volume_id: vid,
         name,
         create_time: now,
         total_size: size,
-        checksum: format!("0x{:016x}", rand::random::<u64>()),
+        checksum: checksum(),
         retention: String::new(),
         enable_remote_replication: false,
         attributes,
+        ..s.clone()
     };
-    let out = snapshot_json(id, &saved);
-    ctx.c.snapshots.insert(id, saved);
-    ctx.dirty = true;
-    Ok(json!({ "checksum": checksum, "snapshotID": id, "snapshot": out }))
+    let (id, out) = add(ctx, saved)?;
+    Ok(json!({ "checksum": before, "snapshotID": id, "snapshot": out }))
 }

@@ -193,24 +193,33 @@ pub(super) fn create(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let attributes = p.attributes()?;
     let access = access(p)?.unwrap_or_else(|| "readWrite".into());
     check_space(ctx.c, size)?;
+    let hidden_polls = ctx.tuning.create_polls;
+    let (id, out) = insert(
+        ctx,
+        Volume {
+            name: name.to_string(),
+            account_id: account,
+            create_time: now_iso(),
+            status: "active".into(),
+            delete_time: String::new(),
+            access,
+            enable512e,
+            total_size: size,
+            qos,
+            attributes,
+            hidden_polls,
+        },
+    );
+    Ok(json!({ "volumeID": id, "volume": out }))
+}
+
+/// Adds a volume whose checks passed: its id and JSON.
+pub(super) fn insert(ctx: &mut Ctx<'_>, v: Volume) -> (u64, Value) {
     let id = take(&mut ctx.c.next.volume);
-    let v = Volume {
-        name: name.to_string(),
-        account_id: account,
-        create_time: now_iso(),
-        status: "active".into(),
-        delete_time: String::new(),
-        access,
-        enable512e,
-        total_size: size,
-        qos,
-        attributes,
-        hidden_polls: ctx.tuning.create_polls,
-    };
     let out = volume_json(ctx.c, id, &v);
     ctx.c.volumes.insert(id, v);
     ctx.dirty = true;
-    Ok(json!({ "volumeID": id, "volume": out }))
+    (id, out)
 }
 
 /// Volumes that pass `keep`, from `start` on, at most `limit` (capped by `cap`), leaving out
