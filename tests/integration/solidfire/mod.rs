@@ -1,0 +1,3 @@
+//! SolidFire (Element JSON-RPC): the simulator binary spoken to over HTTPS (`sim`).
+
+mod sim;
