@@ -1,0 +1,1 @@
+//! Unit tests of the solidfire-san driver: config, names, error classes.
