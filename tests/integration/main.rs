@@ -19,3 +19,4 @@ mod ontap;
 mod replay;
 mod replication;
 mod secrets;
+mod solidfire;
