@@ -225,7 +225,18 @@ impl ElementClient {
         method: &str,
         params: &P,
     ) -> Result<R, ElementError> {
-        let value = http::retry(&self.retry, method, ElementError::is_retryable, || {
+        self.call_retrying(method, params, ElementError::is_retryable)
+            .await
+    }
+
+    /// Sends one call, retrying what `retryable` accepts, and decodes its result.
+    async fn call_retrying<P: Serialize + Sync, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        retryable: impl Fn(&ElementError) -> bool,
+    ) -> Result<R, ElementError> {
+        let value = http::retry(&self.retry, method, retryable, || {
             self.call_once(method, params)
         })
         .await?;
@@ -441,8 +452,13 @@ impl ElementClient {
 
     /// `CloneVolume`, then waits for the clone: `GetAsyncResult` on its handle until
     /// "complete", bounded by the clone timeout. Returns the new volume's id.
+    /// CloneVolume is also retried on `xInvalidParameter` and `xSliceNotRegistered`, which a
+    /// cluster answers while the source's slices settle (as Trident does).
     pub async fn clone_volume(&self, p: &CloneVolumeParams) -> Result<i64, ElementError> {
-        let r: CloneVolumeResult = self.call("CloneVolume", p).await?;
+        let retryable = |e: &ElementError| {
+            e.is_retryable() || e.is_name(&["xInvalidParameter", "xSliceNotRegistered"])
+        };
+        let r: CloneVolumeResult = self.call_retrying("CloneVolume", p, retryable).await?;
         if let Some(handle) = r.async_handle {
             self.wait_async(handle).await?;
         }

@@ -65,10 +65,19 @@ pub async fn find(
     name: &str,
 ) -> DriverResult<Option<Volume>> {
     let all = drv.client.volumes(d.account.account_id).await?;
-    let matches: Vec<Volume> = all
-        .into_iter()
-        .filter(|v| v.is_active() && v.name == name)
-        .collect();
+    let mut matches: Vec<Volume> = Vec::new();
+    // The legacy prefix (Trident's Docker-era names) is only used for lookups.
+    let legacy = format!("{}{name}", drv.cfg.legacy_name_prefix);
+    for candidate in [name, legacy.as_str()] {
+        matches = all
+            .iter()
+            .filter(|v| v.is_active() && v.name == candidate)
+            .cloned()
+            .collect();
+        if !matches.is_empty() || drv.cfg.legacy_name_prefix.is_empty() {
+            break;
+        }
+    }
     let ours: Vec<&Volume> = matches.iter().filter(|v| is_ours(v)).collect();
     match (ours.len(), matches.len()) {
         (1, _) => Ok(Some(ours[0].clone())),

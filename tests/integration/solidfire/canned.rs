@@ -364,6 +364,12 @@ async fn clone_from_a_snapshot_waits_for_the_async_handle() {
                 "groupID": 0, "createTime": "2016-11-22T15:40:16Z", "attributes": {}}]}),
             ),
         ),
+        // Answered while the source settles: retried, as Trident does.
+        (
+            "CloneVolume",
+            200,
+            err("xInvalidParameter", "slices not ready"),
+        ),
         (
             "CloneVolume",
             200,
@@ -394,7 +400,9 @@ async fn clone_from_a_snapshot_waits_for_the_async_handle() {
         .await
         .unwrap();
     assert_eq!(info.internal_name, "copy");
-    let clone = &params_of(&c, "CloneVolume")[0];
+    let clones = params_of(&c, "CloneVolume");
+    assert_eq!(clones.len(), 2);
+    let clone = &clones[1];
     assert_eq!(clone["volumeID"], 42);
     assert_eq!(clone["snapshotID"], 11);
     assert_eq!(clone["name"], "copy");
