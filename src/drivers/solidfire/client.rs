@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::config::{SolidFireConfig, version_less};
+use super::config::SolidFireConfig;
 use super::wire::*;
 use crate::drivers::DriverError;
 use crate::drivers::ontap::config::Secret;
@@ -156,7 +156,6 @@ impl From<ElementError> for DriverError {
 /// The Element version that introduced a method storch calls (8.0 unless known later).
 pub fn min_element_version(method: &str) -> &'static str {
     match method {
-        "GetDefaultQoS" => "9.0",
         "ListVolumes" | "ListActiveVolumes" => "8.0",
         _ => super::config::MIN_API_VERSION,
     }
@@ -328,9 +327,6 @@ impl ElementClient {
 
     /// The cluster's default QoS; `None` on an Element that does not have the call.
     pub async fn default_qos(&self) -> Result<Option<Qos>, ElementError> {
-        if version_less(&self.version, min_element_version("GetDefaultQoS")) {
-            return Ok(None);
-        }
         match self.call::<_, Qos>("GetDefaultQoS", &Empty {}).await {
             Ok(q) => Ok(Some(q)),
             Err(e) if e.is_unknown_method() => Ok(None),
@@ -357,7 +353,7 @@ impl ElementClient {
     }
 
     /// Every volume of the account (active and deleted), paged with `startVolumeID`/`limit`
-    /// to the end.
+    /// until a page comes back empty.
     pub async fn volumes(&self, account_id: i64) -> Result<Vec<Volume>, ElementError> {
         let mut out: Vec<Volume> = Vec::new();
         let mut start: Option<i64> = None;
@@ -376,10 +372,10 @@ impl ElementClient {
                     .into_iter()
                     .filter(|v| v.account_id == account_id || v.account_id == 0),
             );
+            // A page may hold fewer than `limit` volumes (a cluster caps pages), so only an
+            // empty page (or one that does not move forward) ends the list.
             match last {
-                Some(id) if n >= self.page_size as usize && Some(id + 1) > start => {
-                    start = Some(id + 1)
-                }
+                Some(id) if n > 0 && Some(id + 1) > start => start = Some(id + 1),
                 _ => {
                     out.sort_by_key(|v| v.volume_id);
                     out.dedup_by_key(|v| v.volume_id);
