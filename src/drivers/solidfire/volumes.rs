@@ -1,9 +1,9 @@
 //! Volume, snapshot and clone operations, and the iSCSI access info of a volume.
 //!
 //! Element volume names are not unique: a volume is found by name among the account's
-//! *active* volumes (all pages), preferring the ones whose attributes say storch made them;
-//! more than one such match is an error. storch never deletes a volume its attributes do not
-//! claim.
+//! *active* volumes (all pages) whose attributes say storch made them; more than one is an
+//! error. Volumes storch did not make are invisible to it: never returned, adopted, changed
+//! or deleted (a create of their name is refused).
 
 use std::time::Duration;
 
@@ -58,37 +58,40 @@ fn attributes(internal_name: &str, config: &VolumeConfig, pool: &str, qos: Optio
     attrs
 }
 
-/// The active volume named `name`, if any.
+/// The active volumes named `name` in the account: storch's (at most one) and how many
+/// others (volumes storch did not make, which it never uses, adopts or deletes).
+pub struct Lookup {
+    pub ours: Option<Volume>,
+    pub others: usize,
+}
+
+pub async fn lookup(drv: &SolidFireDriver, d: &Discovered, name: &str) -> DriverResult<Lookup> {
+    let all = drv.client.volumes(d.account.account_id).await?;
+    let (ours, others): (Vec<Volume>, Vec<Volume>) = all
+        .into_iter()
+        .filter(|v| v.is_active() && v.name == name)
+        .partition(is_ours);
+    if ours.len() > 1 {
+        return Err(DriverError::Other(format!(
+            "ambiguous volume name {name}: {} active volumes of account {} made by storch \
+             have it",
+            ours.len(),
+            d.account.username
+        )));
+    }
+    Ok(Lookup {
+        ours: ours.into_iter().next(),
+        others: others.len(),
+    })
+}
+
+/// storch's active volume named `name`, if any.
 pub async fn find(
     drv: &SolidFireDriver,
     d: &Discovered,
     name: &str,
 ) -> DriverResult<Option<Volume>> {
-    let all = drv.client.volumes(d.account.account_id).await?;
-    let mut matches: Vec<Volume> = Vec::new();
-    // The legacy prefix (Trident's Docker-era names) is only used for lookups.
-    let legacy = format!("{}{name}", drv.cfg.legacy_name_prefix);
-    for candidate in [name, legacy.as_str()] {
-        matches = all
-            .iter()
-            .filter(|v| v.is_active() && v.name == candidate)
-            .cloned()
-            .collect();
-        if !matches.is_empty() || drv.cfg.legacy_name_prefix.is_empty() {
-            break;
-        }
-    }
-    let ours: Vec<&Volume> = matches.iter().filter(|v| is_ours(v)).collect();
-    match (ours.len(), matches.len()) {
-        (1, _) => Ok(Some(ours[0].clone())),
-        (0, 0) => Ok(None),
-        (0, 1) => Ok(matches.into_iter().next()),
-        _ => Err(DriverError::Other(format!(
-            "ambiguous volume name {name}: {} active volumes of account {} have it",
-            matches.len(),
-            d.account.username
-        ))),
-    }
+    Ok(lookup(drv, d, name).await?.ours)
 }
 
 pub async fn find_or_not_found(
@@ -227,22 +230,10 @@ pub async fn create(
     drv.check_size(req.size_bytes)?;
     let qos = drv.plan_qos(d, &req.pool, &req.config)?;
     let name = &req.internal_name;
-    if let Some(v) = find(drv, d, name).await? {
-        let planned = is_ours(&v) && size_matches(v.total_size, req.size_bytes) && {
-            qos.is_none_or(|q| q == v.qos)
-        };
-        let how = if planned {
-            "created by storch with the planned size and QoS (an interrupted create)"
-        } else if is_ours(&v) {
-            "created by storch, but not with the planned size or QoS"
-        } else {
-            "not created by storch"
-        };
-        return Err(DriverError::AlreadyExists(format!(
-            "volume {name} already exists (volume {}, {how})",
-            v.volume_id
-        )));
-    }
+    existing(drv, d, name, |v| {
+        size_matches(v.total_size, req.size_bytes) && qos.is_none_or(|q| q == v.qos)
+    })
+    .await?;
     drv.check_fits(req.size_bytes).await?;
     let params = CreateVolumeParams {
         name: name.clone(),
@@ -258,6 +249,36 @@ pub async fn create(
     Ok(drv.info(d, &v))
 }
 
+/// Refuses a name that is taken: by storch's volume as planned (`AlreadyExists`: the caller
+/// may adopt it, an interrupted create), by storch's volume made otherwise (`Conflict`: never
+/// adopted), or by a volume storch did not make (`AlreadyExists`; `get` does not show it).
+async fn existing(
+    drv: &SolidFireDriver,
+    d: &Discovered,
+    name: &str,
+    as_planned: impl Fn(&Volume) -> bool,
+) -> DriverResult<()> {
+    let found = lookup(drv, d, name).await?;
+    match (found.ours, found.others) {
+        (Some(v), _) if as_planned(&v) => Err(DriverError::AlreadyExists(format!(
+            "volume {name} already exists (volume {}, made by storch as planned: an \
+             interrupted create)",
+            v.volume_id
+        ))),
+        (Some(v), _) => Err(DriverError::Conflict(format!(
+            "volume {name} already exists (volume {}, made by storch with another size or \
+             QoS); it is not adopted",
+            v.volume_id
+        ))),
+        (None, 0) => Ok(()),
+        (None, n) => Err(DriverError::AlreadyExists(format!(
+            "{n} volume(s) named {name} that storch did not make exist in account {}; storch \
+             does not use them",
+            d.account.username
+        ))),
+    }
+}
+
 /// The cluster rounds sizes up to a whole MiB at most.
 fn size_matches(actual: u64, planned: u64) -> bool {
     actual >= planned && actual - planned < MIB
@@ -270,12 +291,14 @@ pub async fn clone(
 ) -> DriverResult<VolumeInfo> {
     let source = find_or_not_found(drv, d, &req.source_internal_name).await?;
     let name = &req.internal_name;
-    if let Some(v) = find(drv, d, name).await? {
-        return Err(DriverError::AlreadyExists(format!(
-            "volume {name} already exists (volume {})",
-            v.volume_id
-        )));
-    }
+    existing(drv, d, name, |v| {
+        v.attributes
+            .get(ATTR_KEY)
+            .and_then(|a| a.get("pool"))
+            .and_then(Value::as_str)
+            == Some(drv.pool_of(&source).as_str())
+    })
+    .await?;
     let snapshot_id = match &req.source_snapshot {
         None => None,
         Some(snap) => {
@@ -324,15 +347,13 @@ pub async fn clone(
 }
 
 pub async fn destroy(drv: &SolidFireDriver, d: &Discovered, name: &str) -> DriverResult<()> {
-    let Some(v) = find(drv, d, name).await? else {
+    let found = lookup(drv, d, name).await?;
+    let Some(v) = found.ours else {
+        if found.others > 0 {
+            tracing::warn!(volume = %name, others = found.others, "volumes of that name that storch did not make are left alone");
+        }
         return Ok(());
     };
-    if !is_ours(&v) {
-        return Err(DriverError::Conflict(format!(
-            "volume {name} (volume {}) was not created by storch; storch does not delete it",
-            v.volume_id
-        )));
-    }
     Ok(drv.client.delete_volume(v.volume_id).await?)
 }
 

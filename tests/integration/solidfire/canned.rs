@@ -312,7 +312,7 @@ async fn an_existing_name_is_already_exists_and_says_whose() {
     let d = driver_with(&backend(&c, json!({})), 100);
     match d.create(&req("pvc-1", "Gold", 1_000_000_000)).await {
         Err(DriverError::AlreadyExists(m)) => {
-            assert!(m.contains("planned size and QoS"), "{m}")
+            assert!(m.contains("as planned"), "{m}")
         }
         other => panic!("{other:?}"),
     }
@@ -502,16 +502,37 @@ async fn delete_then_purge_and_gone_is_deleted() {
 }
 
 #[tokio::test]
-async fn a_volume_storch_did_not_make_is_never_deleted() {
+async fn a_volume_storch_did_not_make_is_invisible_and_never_deleted() {
     let mut answers = discovery();
-    answers.extend(listings(1, vec![vol(42, "theirs", false)]));
+    answers.extend(listings(4, vec![vol(42, "theirs", false)]));
     let c = canned(answers).await;
     let d = driver_with(&backend(&c, json!({})), 100);
-    match d.destroy("theirs").await {
-        Err(DriverError::Conflict(m)) => assert!(m.contains("not created by storch"), "{m}"),
+    assert_eq!(d.get("theirs").await.unwrap(), None, "never adopted");
+    d.destroy("theirs").await.unwrap();
+    match d.create(&req("theirs", "Gold", 1_000_000_000)).await {
+        Err(DriverError::AlreadyExists(m)) => assert!(m.contains("did not make"), "{m}"),
         other => panic!("{other:?}"),
     }
-    assert!(!methods(&c).contains(&"DeleteVolume".to_string()));
+    match d.resize("theirs", 2_000_000_000).await {
+        Err(DriverError::NotFound(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    for m in ["DeleteVolume", "CreateVolume", "ModifyVolume"] {
+        assert!(!methods(&c).contains(&m.to_string()), "{m}");
+    }
+}
+
+#[tokio::test]
+async fn storch_volume_made_otherwise_is_not_adopted() {
+    let mut answers = discovery();
+    answers.extend(listings(1, vec![vol(42, "pvc-1", true)]));
+    let c = canned(answers).await;
+    let d = driver_with(&backend(&c, json!({})), 100);
+    // The array's volume has Gold's QoS and 1e9 bytes; the plan is Bronze.
+    match d.create(&req("pvc-1", "Bronze", 1_000_000_000)).await {
+        Err(DriverError::Conflict(m)) => assert!(m.contains("not adopted"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]
