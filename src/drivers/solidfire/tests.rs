@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::client::ElementError;
 use super::config::*;
+use super::wire::Qos;
 use super::*;
 use crate::drivers::testing::merged;
 
@@ -298,4 +299,89 @@ fn versions_compare_numerically() {
         parse_endpoint("https://a:b@h/json-rpc/12.3/").unwrap().url,
         "https://h/json-rpc/12.3"
     );
+}
+
+fn discovered(default_qos: Option<Qos>) -> Discovered {
+    Discovered {
+        backend_name: "b".into(),
+        account: serde_json::from_value(json!({"accountID": 7, "username": "trident"})).unwrap(),
+        access_groups: vec![],
+        use_chap: true,
+        default_qos,
+    }
+}
+
+#[test]
+fn qos_comes_from_the_volume_then_the_pool_type() {
+    let d = driver(&base());
+    let disc = discovered(None);
+    let cfg = |qos: &str, t: &str| crate::model::VolumeConfig {
+        qos: qos.into(),
+        qos_type: t.into(),
+        ..Default::default()
+    };
+    let gold = d.plan_qos(&disc, "Gold", &cfg("", "")).unwrap().unwrap();
+    assert_eq!(
+        (gold.min_iops, gold.max_iops, gold.burst_iops),
+        (6000, 8000, 10000)
+    );
+    let bronze = d
+        .plan_qos(&disc, "Gold", &cfg("", "Bronze"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(bronze.min_iops, 1000);
+    let own = d
+        .plan_qos(&disc, "Gold", &cfg("100,200,300", "Bronze"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (own.min_iops, own.max_iops, own.burst_iops),
+        (100, 200, 300)
+    );
+    match d.plan_qos(&disc, "Gold", &cfg("", "Platinum")) {
+        Err(DriverError::Invalid(m)) => assert!(m.contains("type") && m.contains("Platinum")),
+        other => panic!("{other:?}"),
+    }
+    match d.plan_qos(&disc, "Gold", &cfg("9,1,1", "")) {
+        Err(DriverError::Invalid(m)) => assert!(m.contains("qos"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match d.plan_qos(&disc, "Silver", &cfg("", "")) {
+        Err(DriverError::Invalid(m)) => assert!(m.contains("Silver"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Without Types: the default pool takes the cluster's default QoS (or `{}`).
+    let mut doc = base();
+    doc["Types"] = Value::Null;
+    let d = driver(&doc);
+    let q = Qos {
+        min_iops: 50,
+        max_iops: 15000,
+        burst_iops: 15000,
+    };
+    assert_eq!(
+        d.plan_qos(&discovered(Some(q)), DEFAULT_POOL, &cfg("", ""))
+            .unwrap(),
+        Some(q)
+    );
+    assert_eq!(
+        d.plan_qos(&discovered(None), DEFAULT_POOL, &cfg("", ""))
+            .unwrap(),
+        None
+    );
+}
+
+#[test]
+fn sizes_are_checked_against_the_minimum_and_the_limit() {
+    let d = driver(&merged(base(), json!({"limitVolumeSize": "2GB"})));
+    assert!(d.check_size(MIN_VOLUME_BYTES).is_ok());
+    assert!(d.check_size(2_000_000_000).is_ok());
+    match d.check_size(MIN_VOLUME_BYTES - 1) {
+        Err(DriverError::Invalid(m)) => assert!(m.contains("minimum"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match d.check_size(2_000_000_001) {
+        Err(DriverError::Invalid(m)) => assert!(m.contains("limitVolumeSize"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }
