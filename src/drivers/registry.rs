@@ -105,6 +105,28 @@ mod tests {
     }
 
     #[test]
+    fn solidfire_is_built_and_attaches_over_iscsi() {
+        let built = build_driver(&json!({
+            "version": 1,
+            "storageDriverName": "solidfire-san",
+            "Endpoint": "https://admin:pw@10.0.0.1/json-rpc/8.0",
+            "SVIP": "10.0.0.2:3260",
+            "TenantName": "trident",
+        }))
+        .unwrap();
+        assert_eq!(built.driver.driver_name(), "solidfire-san");
+        assert_eq!(built.driver.internal_name("a_b.c"), "a-b-c");
+        assert_eq!(
+            attachment("solidfire-san", &AccessInfo::default()),
+            Some(Attachment::Iscsi)
+        );
+        match build_driver(&json!({"version": 1, "storageDriverName": "solidfire-san"})) {
+            Err(DriverError::Invalid(msg)) => assert!(msg.contains("EndPoint"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn fake_config_errors_surface() {
         match build_driver(&json!({"version": 1, "storageDriverName": "fake"})) {
             Err(DriverError::Invalid(msg)) => {
