@@ -24,8 +24,8 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -68,6 +68,50 @@ pub struct SolidFireDriver {
     common: CommonConfig,
     client: ElementClient,
     discovered: RwLock<Option<Arc<Discovered>>>,
+    /// Element names are not unique: creates, clones and destroys of one name take turns
+    /// (within this process), so that a concurrent create finds the first one's volume.
+    names: NameLocks,
+}
+
+/// One async lock per volume name, dropped when nobody holds or waits for it.
+#[derive(Default)]
+struct NameLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+/// Holds a name's lock; releases it (and forgets an unused lock) when dropped.
+struct NameGuard<'a> {
+    locks: &'a NameLocks,
+    name: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl NameLocks {
+    async fn lock(&self, name: &str) -> NameGuard<'_> {
+        let m = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        NameGuard {
+            locks: self,
+            name: name.to_string(),
+            guard: Some(m.lock_owned().await),
+        }
+    }
+}
+
+impl Drop for NameGuard<'_> {
+    fn drop(&mut self) {
+        self.guard = None;
+        let mut map = self.locks.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map
+            .get(&self.name)
+            .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
+            map.remove(&self.name);
+        }
+    }
 }
 
 impl std::fmt::Debug for SolidFireDriver {
@@ -96,6 +140,7 @@ impl SolidFireDriver {
             common: common.clone(),
             client,
             discovered: RwLock::new(None),
+            names: NameLocks::default(),
         })
     }
 
@@ -343,11 +388,13 @@ impl StorageDriver for SolidFireDriver {
 
     async fn create(&self, req: &CreateRequest) -> DriverResult<VolumeInfo> {
         let d = self.ctx().await?;
+        let _turn = self.names.lock(&req.internal_name).await;
         volumes::create(self, &d, req).await
     }
 
     async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo> {
         let d = self.ctx().await?;
+        let _turn = self.names.lock(&req.internal_name).await;
         volumes::clone(self, &d, req).await
     }
 
@@ -359,6 +406,7 @@ impl StorageDriver for SolidFireDriver {
 
     async fn destroy(&self, internal_name: &str) -> DriverResult<()> {
         let d = self.ctx().await?;
+        let _turn = self.names.lock(internal_name).await;
         volumes::destroy(self, &d, internal_name).await
     }
 
