@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use super::ontap::{AggregateSpec, FailRule, OntapSim, SimOptions, Tuning, UserScope};
+use super::solidfire as sf;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -22,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// A stateful ONTAP ZAPI server (ontap-nas, -economy, -flexgroup, -san).
     Ontap(OntapArgs),
+    /// A stateful SolidFire Element JSON-RPC server (solidfire-san).
+    Solidfire(SolidFireArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -108,6 +111,101 @@ impl OntapArgs {
     }
 }
 
+#[derive(Debug, clap::Args)]
+pub struct SolidFireArgs {
+    /// Address to listen on (port 0 picks one; the chosen one is printed).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
+    #[arg(long)]
+    pub tls: bool,
+    /// Where to write the certificate (default: next to --state, else the temp dir).
+    #[arg(long, value_name = "FILE")]
+    pub cert_out: Option<PathBuf>,
+    /// The management virtual IP the cluster reports (GetClusterInfo).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub mvip: String,
+    /// The storage virtual IP and iSCSI port the cluster reports.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:3260")]
+    pub svip: String,
+    /// An account that exists on a new cluster (drivers create theirs when missing).
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
+    /// Bytes the volumes of a new cluster may provision (e.g. 10TiB).
+    #[arg(long, value_name = "SIZE")]
+    pub capacity: String,
+    /// The cluster's IOPS ceiling for maxIOPS and burstIOPS.
+    #[arg(long, default_value_t = super::solidfire::DEFAULT_MAX_IOPS)]
+    pub max_iops: u64,
+    /// Persist the cluster in this file (fsynced after every change; loaded when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Delay added to every request.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Inject failures: METHOD:RATE[:ERRNAME] (repeatable; METHOD * for all; default name
+    /// xDBConnectionLoss).
+    #[arg(long, value_name = "METHOD:RATE")]
+    pub fail: Vec<String>,
+    #[arg(long, default_value = super::solidfire::DEFAULT_USERNAME)]
+    pub username: String,
+    #[arg(long, default_value = super::solidfire::DEFAULT_PASSWORD, env = "STORCH_SIM_PASSWORD")]
+    pub password: String,
+    /// Most volumes or access groups per list page.
+    #[arg(long, default_value_t = 10_000)]
+    pub page_size: usize,
+    /// Polls (list calls or GetAsyncResult) a clone stays invisible and its job running.
+    #[arg(long, default_value_t = 1)]
+    pub clone_polls: u32,
+    /// Polls a created volume stays out of the lists.
+    #[arg(long, default_value_t = 0)]
+    pub create_polls: u32,
+}
+
+impl SolidFireArgs {
+    pub fn options(&self) -> Result<sf::SimOptions, String> {
+        let capacity =
+            crate::model::parse_size(&self.capacity).map_err(|e| format!("--capacity: {e}"))?;
+        if self
+            .svip
+            .rsplit_once(':')
+            .is_none_or(|(ip, port)| ip.is_empty() || port.parse::<u16>().is_err())
+        {
+            return Err(format!("--svip {:?}: expected IP:PORT", self.svip));
+        }
+        if self.max_iops < 100 {
+            return Err("--max-iops: at least 100".into());
+        }
+        let fail = self
+            .fail
+            .iter()
+            .map(|f| sf::FailRule::parse(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(sf::SimOptions {
+            listen: self.listen,
+            tls: self.tls,
+            cert_out: self.cert_out.clone(),
+            cluster: sf::ClusterSpec {
+                mvip: self.mvip.clone(),
+                svip: self.svip.clone(),
+                capacity,
+                max_iops: self.max_iops,
+                tenant: self.tenant.clone(),
+            },
+            latency: Duration::from_millis(self.latency_ms),
+            fail,
+            state: self.state.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            tuning: sf::Tuning {
+                page_cap: self.page_size.max(1),
+                clone_polls: self.clone_polls,
+                create_polls: self.create_polls,
+            },
+        })
+    }
+}
+
 /// Runs the simulator until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
@@ -118,6 +216,24 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 eprintln!("storch-sim ontap certificate written to {}", p.display());
             }
             println!("storch-sim ontap listening on {}", sim.url());
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            wait_for_signal().await;
+            sim.stop().await;
+            Ok(())
+        }
+        Command::Solidfire(args) => {
+            let opts = args.options()?;
+            let sim = sf::SolidFireSim::start(opts)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(p) = sim.cert_path() {
+                eprintln!(
+                    "storch-sim solidfire certificate written to {}",
+                    p.display()
+                );
+            }
+            println!("storch-sim solidfire listening on {}", sim.url());
             use std::io::Write;
             let _ = std::io::stdout().flush();
             wait_for_signal().await;

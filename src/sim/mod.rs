@@ -5,6 +5,9 @@
 //! - `ontap`: a ZAPI server (docs/wire-notes.md#the-zapi-simulator): SVM tunnelling, paging,
 //!   real errno values, capacity accounting, snapshots, clones, qtrees and quotas, LUNs, igroups
 //!   and maps, fault injection, latency and an fsynced state file.
+//! - `solidfire`: an Element JSON-RPC server (wire-protocols §2): accounts with CHAP secrets,
+//!   volumes (deleted then purged, paged lists), QoS checked against the cluster, snapshots,
+//!   async clones, volume access groups, fault injection, latency and an fsynced state file.
 //!
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.
@@ -12,9 +15,87 @@
 pub mod cli;
 pub mod http;
 pub mod ontap;
+pub mod solidfire;
 
 use std::io::Write;
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use self::http::SelfSigned;
+
+/// Why a simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("state file {path}: {msg}")]
+    State { path: String, msg: String },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS certificate: {0}")]
+    Tls(String),
+}
+
+/// Writes a simulator's state as pretty JSON, atomically and durably ([`write_atomic`]).
+pub fn persist_json<T: Serialize>(path: &Path, state: &T) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
+    write_atomic(path, &bytes)
+}
+
+/// Loads a simulator's state file, or makes a fresh state with `fresh` and writes it when the
+/// file does not exist. `what` names the file kind in errors; `check` refuses a loaded state
+/// (its format version).
+pub fn load_or_create<T: Serialize + DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    fresh: impl FnOnce() -> T,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<T, SimError> {
+    let err = |msg: String| SimError::State {
+        path: path.display().to_string(),
+        msg,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let t: T = serde_json::from_slice(&bytes)
+                .map_err(|e| err(format!("not {what} state file: {e}")))?;
+            check(&t).map_err(err)?;
+            Ok(t)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let t = fresh();
+            persist_json(path, &t).map_err(|e| err(e.to_string()))?;
+            Ok(t)
+        }
+        Err(e) => Err(err(e.to_string())),
+    }
+}
+
+/// The certificate of a `--tls` simulator, written to `cert_out` (default next to the state
+/// file, else in the temp dir): valid for the listen address and `extra` names too.
+pub fn tls_certificate(
+    listen: SocketAddr,
+    extra: &[String],
+    cert_out: Option<&Path>,
+    state: Option<&Path>,
+    tag: &str,
+) -> Result<(SelfSigned, PathBuf), SimError> {
+    let mut names = extra.to_vec();
+    if !listen.ip().is_unspecified() {
+        names.push(listen.ip().to_string());
+    }
+    let cert = SelfSigned::generate(&names).map_err(SimError::Tls)?;
+    let path = cert_out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| http::default_cert_path(state, tag));
+    cert.write_pem(&path)
+        .map_err(|e| SimError::Tls(format!("cannot write {}: {e}", path.display())))?;
+    Ok((cert, path))
+}
 
 /// Writes `bytes` to `path` atomically and durably: `<path>.tmp`, fsync, rename, fsync of the
 /// directory. A crash leaves either the old or the new file.

@@ -38,6 +38,7 @@ use base64::Engine;
 
 pub use self::api::Tuning;
 pub use self::state::{AggregateSpec, Array};
+pub use super::SimError;
 use super::http::{Handler, HttpRequest, HttpResponse, SelfSigned, Server};
 use crate::wire::zapi::{self as xml, Node, errno};
 
@@ -163,20 +164,6 @@ impl Default for SimOptions {
     }
 }
 
-/// Why a simulator could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    #[error("state file {path}: {msg}")]
-    State { path: String, msg: String },
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("TLS certificate: {0}")]
-    Tls(String),
-}
-
 struct Shared {
     array: Mutex<Array>,
     fail: Mutex<Vec<FailRule>>,
@@ -212,7 +199,15 @@ impl OntapSim {
     /// Loads or creates the array and starts serving.
     pub async fn start(opts: SimOptions) -> Result<OntapSim, SimError> {
         let array = match &opts.state {
-            Some(p) => load_or_create(p, &opts)?,
+            Some(p) => super::load_or_create(
+                p,
+                "an ONTAP simulator",
+                || Array::new(&opts.svm, &opts.aggregates, opts.ontapi),
+                |a| match a.format {
+                    state::FORMAT => Ok(()),
+                    f => Err(format!("format {f} is not supported")),
+                },
+            )?,
             None => Array::new(&opts.svm, &opts.aggregates, opts.ontapi),
         };
         let shared = Arc::new(Shared {
@@ -230,18 +225,13 @@ impl OntapSim {
             state: opts.state.clone(),
         });
         let (cert, cert_path) = if opts.tls {
-            let extra = if opts.listen.ip().is_unspecified() {
-                Vec::new()
-            } else {
-                vec![opts.listen.ip().to_string()]
-            };
-            let cert = SelfSigned::generate(&extra).map_err(SimError::Tls)?;
-            let path = opts
-                .cert_out
-                .clone()
-                .unwrap_or_else(|| super::http::default_cert_path(opts.state.as_deref(), "ontap"));
-            cert.write_pem(&path)
-                .map_err(|e| SimError::Tls(format!("cannot write {}: {e}", path.display())))?;
+            let (cert, path) = super::tls_certificate(
+                opts.listen,
+                &[],
+                opts.cert_out.as_deref(),
+                opts.state.as_deref(),
+                "ontap",
+            )?;
             (Some(cert), Some(path))
         } else {
             (None, None)
@@ -298,7 +288,7 @@ impl OntapSim {
         let mut a = lock(&self.shared.array);
         let out = f(&mut a);
         if let Some(p) = &self.shared.state {
-            let _ = persist(p, &a);
+            let _ = super::persist_json(p, &*a);
         }
         out
     }
@@ -315,34 +305,6 @@ impl OntapSim {
     pub async fn stop(self) {
         self.server.stop().await;
     }
-}
-
-fn load_or_create(path: &Path, opts: &SimOptions) -> Result<Array, SimError> {
-    let err = |msg: String| SimError::State {
-        path: path.display().to_string(),
-        msg,
-    };
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let a: Array = serde_json::from_slice(&bytes)
-                .map_err(|e| err(format!("not an ONTAP simulator state file: {e}")))?;
-            if a.format != state::FORMAT {
-                return Err(err(format!("format {} is not supported", a.format)));
-            }
-            Ok(a)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let a = Array::new(&opts.svm, &opts.aggregates, opts.ontapi);
-            persist(path, &a).map_err(|e| err(e.to_string()))?;
-            Ok(a)
-        }
-        Err(e) => Err(err(e.to_string())),
-    }
-}
-
-fn persist(path: &Path, a: &Array) -> std::io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(a).map_err(std::io::Error::other)?;
-    super::write_atomic(path, &bytes)
 }
 
 fn xml_response(a_version: &str, results: &Node) -> HttpResponse {
@@ -466,7 +428,7 @@ fn run(shared: &Shared, vfiler: Option<&str>, api: &Node, injected: Option<u32>)
         Ok(children) => {
             if api::is_mutating(name)
                 && let Some(p) = &shared.state
-                && let Err(e) = persist(p, &a)
+                && let Err(e) = super::persist_json(p, &*a)
             {
                 return xml::failed(
                     errno::EINTERNALERROR,

@@ -1,4 +1,5 @@
-//! The solidfire-san driver: the Element plumbing against canned answers, and (with the
-//! simulator) the conformance suite.
+//! SolidFire (Element JSON-RPC): the simulator binary spoken to over HTTPS (`sim`) and the
+//! solidfire-san driver against canned answers (`canned`).
 
 mod canned;
+mod sim;
