@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::config::SolidFireConfig;
 use super::wire::*;
 use crate::drivers::DriverError;
-use crate::drivers::ontap::config::Secret;
+use crate::drivers::config::Secret;
 use crate::net::{self as http, RetryPolicy};
 
 /// Volumes per `ListVolumes` page.

@@ -9,8 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::wire::Qos;
-use crate::drivers::config::{as_object, field, opt_str, wrong_type};
-use crate::drivers::ontap::config::{Secret, go_bool};
+use crate::drivers::config::{Secret, as_object, field, opt_str, parse_bool, wrong_type};
 use crate::drivers::{CommonConfig, DriverError, DriverResult};
 use crate::net::{TlsOptions, Url};
 
@@ -251,16 +250,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-fn parse_bool(key: &str, v: &Value) -> DriverResult<bool> {
-    match v {
-        Value::Bool(b) => Ok(*b),
-        Value::String(s) => go_bool(s.trim()).ok_or_else(|| {
-            DriverError::Invalid(format!("invalid value for {key}: expected a boolean"))
-        }),
-        other => Err(wrong_type(key, "a boolean", Some(other))),
-    }
 }
 
 fn parse_types(obj: &Map<String, Value>) -> DriverResult<Option<Vec<QosType>>> {
