@@ -508,16 +508,7 @@ fn api_error(method: &str, e: ErrorBody) -> ElementError {
 }
 
 fn transport(method: &str, e: &http::Error) -> ElementError {
-    // reqwest's messages name the URL, which never holds the credentials here.
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    // A certificate the client does not trust will not become trusted by retrying.
-    let retryable = http::is_retryable_transport(e) && !msg.contains("certificate");
+    let (msg, retryable) = http::describe_transport(e);
     ElementError::Transport {
         method: method.to_string(),
         msg,
