@@ -2,11 +2,12 @@
 //! hands-on lab's IOPS classes choose the QoS type pools, the volume carries its pool's QoS on
 //! the array and iSCSI access with sealed CHAP secrets, and a delete purges it.
 
+use crate::support::solidfire::*;
 use crate::support::*;
 use serde_json::json;
 use storch::actors::RequestCtx;
 use storch::model::{StorageClassConfig, VolumeConfig};
-use storch::sim::solidfire::{ClusterSpec, SimOptions, SolidFireSim};
+use storch::sim::solidfire::Tuning;
 
 fn ctx() -> RequestCtx {
     RequestCtx::random()
@@ -15,33 +16,17 @@ fn ctx() -> RequestCtx {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = SolidFireSim::start(SimOptions {
-        tls: true,
-        cert_out: Some(dir.path().join("sf.pem")),
-        cluster: ClusterSpec {
-            mvip: "127.0.0.1".into(),
-            svip: "10.0.0.2:3260".into(),
-            capacity: 100 << 30,
-            max_iops: 200_000,
-            tenant: None,
-        },
-        ..SimOptions::default()
-    })
-    .await
-    .unwrap();
+    let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
     let rt = start(&dir.path().join("core")).await;
     let core = rt.core();
-    let backend = json!({
-        "version": 1, "storageDriverName": "solidfire-san", "backendName": "sf",
-        "Endpoint": format!("https://admin:solidfire123@{}/json-rpc/8.0", sim.addr()),
-        "SVIP": "10.0.0.2:3260", "TenantName": "lab", "UseCHAP": true,
-        "trustedCACertificate": sim.ca_pem().unwrap(),
-        "Types": [
+    let backend = sf_backend_ok(
+        &sim,
+        json!({"backendName": "sf", "TenantName": "lab", "UseCHAP": true, "Types": [
             {"Type": "Bronze", "Qos": {"minIOPS": 1000, "maxIOPS": 2000, "burstIOPS": 4000}},
             {"Type": "Silver", "Qos": {"minIOPS": 4000, "maxIOPS": 6000, "burstIOPS": 8000}},
             {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
-        ],
-    });
+        ]}),
+    );
     assert_eq!(core.add_backend(&ctx(), backend).await.unwrap(), "sf");
     for (name, iops) in [("bronze", "1500"), ("silver", "5000"), ("gold", "7000")] {
         let class = json!({"name": format!("solidfire-{name}"),
@@ -73,7 +58,7 @@ async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
             a.iscsi_target_iqn.contains(&format!("vol-{class}")),
             "{a:?}"
         );
-        assert_eq!(a.iscsi_target_portal, "10.0.0.2:3260");
+        assert_eq!(a.iscsi_target_portal, SVIP);
         assert_eq!(a.iscsi_username, "lab");
         let c = sim.cluster();
         let on_array = c

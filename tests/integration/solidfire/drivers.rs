@@ -4,47 +4,32 @@
 //! class and message and nothing left on the array; a tenant with many volumes read through
 //! capped pages.
 
+use crate::support::solidfire::*;
 use serde_json::{Value, json};
 use storch::drivers::solidfire::SolidFireDriver;
 use storch::drivers::testing::{clone_req, req};
-use storch::drivers::{CommonConfig, DriverError, StorageDriver};
-use storch::sim::solidfire::{ClusterSpec, FailRule, SimOptions, SolidFireSim, Tuning};
-
-const GIB: u64 = 1 << 30;
+use storch::drivers::{DriverError, StorageDriver};
+use storch::sim::solidfire::{DEFAULT_PASSWORD as PW, FailRule, SolidFireSim, Tuning};
 
 async fn sim_in(dir: &std::path::Path, page_cap: usize) -> SolidFireSim {
-    SolidFireSim::start(SimOptions {
-        tls: true,
-        cert_out: Some(dir.join("sf.pem")),
-        cluster: ClusterSpec {
-            mvip: "127.0.0.1".into(),
-            svip: "10.0.0.2:3260".into(),
-            capacity: 40 * GIB,
-            max_iops: 100_000,
-            tenant: Some("existing".into()),
-        },
-        tuning: Tuning {
-            page_cap,
-            clone_polls: 2,
-            create_polls: 1,
-        },
-        ..SimOptions::default()
-    })
-    .await
-    .expect("simulator starts")
+    let tuning = Tuning {
+        page_cap,
+        clone_polls: 2,
+        create_polls: 1,
+    };
+    sf_sim_in(dir, 40 * GIB, Some("existing"), tuning).await
 }
 
+/// Gold, and a type beyond the cluster's 100 000 IOPS.
 fn backend(sim: &SolidFireSim, password: &str, extra: Value) -> Value {
-    let mut doc = json!({
-        "version": 1, "storageDriverName": "solidfire-san",
-        "Endpoint": format!("https://admin:{password}@{}/json-rpc/8.0", sim.addr()),
-        "SVIP": "10.0.0.2:3260", "TenantName": "existing",
-        "trustedCACertificate": sim.ca_pem().unwrap(),
-        "Types": [
+    let mut doc = sf_backend(
+        sim,
+        password,
+        json!({"TenantName": "existing", "Types": [
             {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
             {"Type": "Ludicrous", "Qos": {"minIOPS": 10000, "maxIOPS": 150000, "burstIOPS": 150000}},
-        ],
-    });
+        ]}),
+    );
     for (k, v) in extra.as_object().unwrap() {
         doc[k] = v.clone();
     }
@@ -52,20 +37,8 @@ fn backend(sim: &SolidFireSim, password: &str, extra: Value) -> Value {
 }
 
 fn driver(doc: &Value) -> SolidFireDriver {
-    let common = CommonConfig::parse(doc).unwrap();
-    SolidFireDriver::from_config(doc, &common)
-        .unwrap()
-        .tune_client(
-            storch::net::RetryPolicy {
-                max_attempts: 3,
-                base_delay: std::time::Duration::from_millis(2),
-                max_delay: std::time::Duration::from_millis(10),
-            },
-            50,
-        )
+    sf_driver(doc, 50)
 }
-
-const PW: &str = storch::sim::solidfire::DEFAULT_PASSWORD;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_password_is_a_clear_invalid() {
