@@ -334,9 +334,29 @@ impl ElementClient {
         }
     }
 
+    /// Every volume access group, paged with `startVolumeAccessGroupID`/`limit` until a page
+    /// comes back empty (as the volume lists).
     pub async fn access_groups(&self) -> Result<Vec<AccessGroup>, ElementError> {
-        let r: AccessGroupsResult = self.call("ListVolumeAccessGroups", &Empty {}).await?;
-        Ok(r.groups)
+        let mut out: Vec<AccessGroup> = Vec::new();
+        let mut start: Option<i64> = None;
+        for _ in 0..1_000_000 {
+            let mut params = json!({"limit": self.page_size});
+            if let Some(s) = start {
+                params["startVolumeAccessGroupID"] = json!(s);
+            }
+            let page: AccessGroupsResult = self.call("ListVolumeAccessGroups", &params).await?;
+            match page.groups.iter().map(|g| g.id).max() {
+                Some(last) if Some(last + 1) > start => {
+                    out.extend(page.groups);
+                    start = Some(last + 1);
+                }
+                _ => return Ok(out),
+            }
+        }
+        Err(ElementError::Malformed {
+            method: "ListVolumeAccessGroups".into(),
+            msg: "the group list never ended".into(),
+        })
     }
 
     /// Adds volumes to a group; already a member counts as done.

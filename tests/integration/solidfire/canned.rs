@@ -173,6 +173,11 @@ fn discovery() -> Vec<(&'static str, u16, Value)> {
             ),
         ),
         (
+            "ListVolumeAccessGroups",
+            200,
+            ok(json!({"volumeAccessGroups": []})),
+        ),
+        (
             "GetClusterCapacity",
             200,
             ok(
@@ -671,7 +676,16 @@ async fn chap_access_carries_the_account_secrets() {
 async fn a_configured_access_group_must_exist() {
     let c = canned(discovery()).await;
     let d = driver_with(&backend(&c, json!({"AccessGroups": [6]})), 100);
-    match d.discover().await {
+    let found = d.discover().await;
+    assert_eq!(
+        params_of(&c, "ListVolumeAccessGroups"),
+        [
+            json!({"limit": 100}),
+            json!({"limit": 100, "startVolumeAccessGroupID": 6}),
+        ],
+        "groups are paged to an empty page"
+    );
+    match found {
         Err(DriverError::Invalid(m)) => {
             assert!(m.contains("AccessGroups") && m.contains('6'), "{m}")
         }
