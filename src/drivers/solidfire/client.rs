@@ -336,6 +336,30 @@ impl ElementClient {
 
     /// Every volume access group, paged with `startVolumeAccessGroupID`/`limit` until a page
     /// comes back empty (as the volume lists).
+    /// The node serial numbers (`GetClusterHardwareInfo`); none on a cluster without it.
+    pub async fn serial_numbers(&self) -> Result<Vec<String>, ElementError> {
+        let r: Value = match self.call("GetClusterHardwareInfo", &Empty {}).await {
+            Ok(r) => r,
+            Err(e) if e.is_unknown_method() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let nodes = &r["clusterHardwareInfo"]["nodes"];
+        let list: Vec<&Value> = match nodes {
+            Value::Object(m) => m.values().collect(),
+            Value::Array(a) => a.iter().collect(),
+            _ => Vec::new(),
+        };
+        let mut serials: Vec<String> = list
+            .iter()
+            .filter_map(|n| n["serial"].as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        serials.sort();
+        serials.dedup();
+        Ok(serials)
+    }
+
     pub async fn access_groups(&self) -> Result<Vec<AccessGroup>, ElementError> {
         let mut out: Vec<AccessGroup> = Vec::new();
         let mut start: Option<i64> = None;

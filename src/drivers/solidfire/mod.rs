@@ -60,6 +60,8 @@ pub struct Discovered {
     pub use_chap: bool,
     /// The cluster's default QoS, when the cluster has `GetDefaultQoS`.
     pub default_qos: Option<Qos>,
+    /// The nodes' serial numbers (shown as `serialNumbers`).
+    pub serial_numbers: Vec<String>,
 }
 
 /// One SolidFire backend.
@@ -171,6 +173,7 @@ impl SolidFireDriver {
         let account = self.tenant().await?;
         let default_qos = self.client.default_qos().await?;
         let (access_groups, use_chap) = self.access_control().await?;
+        let serial_numbers = self.client.serial_numbers().await?;
         let d = Arc::new(Discovered {
             backend_name: self
                 .common
@@ -181,6 +184,7 @@ impl SolidFireDriver {
             access_groups,
             use_chap,
             default_qos,
+            serial_numbers,
         });
         *self.discovered.write().unwrap_or_else(|e| e.into_inner()) = Some(d.clone());
         Ok(d)
@@ -349,15 +353,23 @@ impl StorageDriver for SolidFireDriver {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let (groups, chap) = match &d {
-            Some(d) => (d.access_groups.clone(), d.use_chap),
-            None => (self.cfg.access_groups.clone(), self.cfg.use_chap),
+        let (groups, chap, serials) = match &d {
+            Some(d) => (
+                d.access_groups.clone(),
+                d.use_chap,
+                d.serial_numbers.clone(),
+            ),
+            None => (
+                self.cfg.access_groups.clone(),
+                self.cfg.use_chap,
+                Vec::new(),
+            ),
         };
         json!({
             "version": 1,
             "storageDriverName": DRIVER_NAME,
             "storagePrefix": "",
-            "serialNumbers": [],
+            "serialNumbers": serials,
             "TenantName": self.cfg.tenant_name,
             "EndPoint": self.cfg.url,
             "SVIP": self.cfg.svip,

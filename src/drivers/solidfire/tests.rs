@@ -308,6 +308,7 @@ fn discovered(default_qos: Option<Qos>) -> Discovered {
         access_groups: vec![],
         use_chap: true,
         default_qos,
+        serial_numbers: vec![],
     }
 }
 

@@ -178,6 +178,12 @@ fn discovery() -> Vec<(&'static str, u16, Value)> {
             ok(json!({"volumeAccessGroups": []})),
         ),
         (
+            "GetClusterHardwareInfo",
+            200,
+            ok(json!({"clusterHardwareInfo": {"drives": {}, "nodes": {
+                "1": {"nodeID": 1, "serial": "SN-B"}, "2": {"nodeID": 2, "serial": "SN-A"}}}})),
+        ),
+        (
             "GetClusterCapacity",
             200,
             ok(
@@ -670,6 +676,10 @@ async fn chap_access_carries_the_account_secrets() {
     assert_eq!(a.iscsi_target_secret, "targ-secret-1");
     assert!(a.iscsi_vags.is_empty());
     assert!(!methods(&c).contains(&"ListVolumeAccessGroups".to_string()));
+    assert_eq!(
+        d.external_config()["serialNumbers"],
+        json!(["SN-A", "SN-B"])
+    );
 }
 
 #[tokio::test]
