@@ -115,27 +115,28 @@ impl SolidFireDriver {
         }
     }
 
-    /// The pool recorded in the attributes, else the QoS type whose QoS the volume has.
+    /// The pool recorded in the attributes when it is one of this backend's, else the QoS
+    /// type whose QoS the volume has, else the first type (or the default pool).
     fn pool_of(&self, v: &Volume) -> String {
         let recorded = v
             .attributes
             .get(ATTR_KEY)
             .and_then(|s| s.get("pool"))
             .and_then(Value::as_str);
-        let types = self.cfg.types.as_deref().unwrap_or_default();
+        let Some(types) = &self.cfg.types else {
+            return DEFAULT_POOL.to_string();
+        };
         if let Some(p) = recorded
-            && (types.iter().any(|t| t.name == p) || (types.is_empty() && p == DEFAULT_POOL))
+            && types.iter().any(|t| t.name == p)
         {
             return p.to_string();
         }
         types
             .iter()
             .find(|t| t.qos == v.qos)
+            .or(types.first())
             .map(|t| t.name.clone())
-            .unwrap_or_else(|| match types.first() {
-                Some(t) if recorded.is_none() => t.name.clone(),
-                _ => recorded.unwrap_or(DEFAULT_POOL).to_string(),
-            })
+            .unwrap_or_default()
     }
 
     /// iSCSI: the volume's IQN on the SVIP portal, LUN 0; the access groups, or CHAP with
