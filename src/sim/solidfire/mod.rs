@@ -144,6 +144,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A running simulator. Stops when dropped.
 pub struct SolidFireSim {
     server: Server,
+    username: String,
+    password: String,
     shared: Arc<Shared>,
     cert: Option<SelfSigned>,
     cert_path: Option<PathBuf>,
@@ -214,6 +216,8 @@ impl SolidFireSim {
             })?;
         Ok(SolidFireSim {
             server,
+            username: opts.username.clone(),
+            password: opts.password.clone(),
             shared,
             cert,
             cert_path,
@@ -232,6 +236,28 @@ impl SolidFireSim {
     /// The JSON-RPC endpoint of an API version: `http(s)://ADDR/json-rpc/VERSION`.
     pub fn endpoint(&self, version: &str) -> String {
         format!("{}/json-rpc/{version}", self.url())
+    }
+
+    /// What a Trident backend's `Endpoint` says:
+    /// `http(s)://USER:PASSWORD@ADDR/json-rpc/VERSION` (the password URL-escaped).
+    pub fn backend_endpoint(&self, version: &str) -> String {
+        let escape = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        let scheme = if self.cert.is_some() { "https" } else { "http" };
+        format!(
+            "{scheme}://{}:{}@{}/json-rpc/{version}",
+            escape(&self.username),
+            escape(&self.password),
+            self.addr()
+        )
     }
 
     /// The certificate (PEM) of a `--tls` simulator, for `trustedCACertificate`.

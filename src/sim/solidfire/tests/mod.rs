@@ -220,6 +220,10 @@ async fn http_auth_paths_and_content_types() {
     })
     .await
     .unwrap();
+    assert_eq!(
+        sim.backend_endpoint("8.0"),
+        format!("http://admin:solidfire123@{}/json-rpc/8.0", sim.addr())
+    );
     let client = crate::net::client();
     let body = r#"{"method":"GetAccountByName","params":{"username":"trident"},"id":321}"#;
     let r = client
