@@ -59,9 +59,12 @@ pub fn sf_backend(sim: &SolidFireSim, password: &str, extra: Value) -> Value {
     doc
 }
 
-/// [`sf_backend`] with the simulator's password.
+/// [`sf_backend`] with the simulator's own credentials, as `SolidFireSim::backend_endpoint`
+/// writes them.
 pub fn sf_backend_ok(sim: &SolidFireSim, extra: Value) -> Value {
-    sf_backend(sim, DEFAULT_PASSWORD, extra)
+    let mut doc = sf_backend(sim, DEFAULT_PASSWORD, extra);
+    doc["Endpoint"] = json!(sim.backend_endpoint("8.0"));
+    doc
 }
 
 /// Builds a driver with fast retries (3 attempts) and `page` volumes per list page.
