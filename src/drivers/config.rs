@@ -162,6 +162,45 @@ pub(crate) fn opt_str<'a>(
     }
 }
 
+/// A credential: kept, sent only in the Authorization header, never shown.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean field: a JSON boolean or a Go-style boolean string; errors name the field.
+pub(crate) fn parse_bool(key: &str, v: &Value) -> Result<bool, DriverError> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::String(s) => go_bool(s).ok_or_else(|| {
+            DriverError::Invalid(format!("invalid value for {key}: expected a boolean"))
+        }),
+        other => Err(wrong_type(key, "a boolean", Some(other))),
+    }
+}
+
 /// `invalid value for <field>: expected <what>, found <type>`. Never echoes the value.
 pub(crate) fn wrong_type(field: &str, expected: &str, found: Option<&Value>) -> DriverError {
     let found = found.map(json_type).unwrap_or("nothing");

@@ -10,7 +10,7 @@
 //! - `registry.rs`: which family serves which `storageDriverName`, and how its volumes attach.
 //! - `conformance/`: the suite every driver runs.
 //! - `testing.rs`: helpers shared by the drivers' tests.
-//! - `fake/`, `local/`, `ontap/`: one folder per family, each with `mod.rs` (the trait impl
+//! - `fake/`, `local/`, `ontap/`, `solidfire/`: one folder per family, each with `mod.rs` (the trait impl
 //!   and its conformance run), `config.rs`, `client.rs` (array I/O), `wire.rs` (encodings)
 //!   and what the family needs beyond that.
 
@@ -20,6 +20,7 @@ pub mod limit;
 pub mod local;
 pub mod ontap;
 pub mod registry;
+pub mod solidfire;
 
 pub mod conformance;
 pub mod testing;

@@ -6,11 +6,12 @@ use super::fake::{self, FakeDriver};
 use super::local::{self, LocalDriver};
 use super::ontap::OntapDriver;
 use super::ontap::config::Variant;
+use super::solidfire::{self, SolidFireDriver};
 use super::{Attachment, CommonConfig, DriverError, StorageDriver};
 use crate::model::AccessInfo;
 
 /// Trident driver names that this build knows but cannot serve yet.
-pub const UNAVAILABLE_DRIVERS: &[&str] = &["solidfire-san", "eseries-iscsi", "nexentastor-iscsi"];
+pub const UNAVAILABLE_DRIVERS: &[&str] = &["eseries-iscsi", "nexentastor-iscsi"];
 
 /// A driver built from a backend config, with the backend name it reports.
 #[derive(Debug, Clone)]
@@ -33,6 +34,7 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
             Arc::new(OntapDriver::from_config(doc, &common)?)
         }
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
+        solidfire::DRIVER_NAME => Arc::new(SolidFireDriver::from_config(doc, &common)?),
         name if UNAVAILABLE_DRIVERS.contains(&name) => {
             return Err(DriverError::Unsupported(format!(
                 "storage driver {name} is not available in this build"
@@ -55,8 +57,9 @@ pub fn attachment(driver: &str, access: &AccessInfo) -> Option<Attachment> {
     match driver {
         fake::DRIVER_NAME => Some(fake::attachment(access)),
         local::DRIVER_NAME => Some(local::ATTACHMENT),
-        // Trident's other iSCSI drivers, which this build does not serve.
-        "solidfire-san" | "eseries-iscsi" => Some(Attachment::Iscsi),
+        solidfire::DRIVER_NAME => Some(solidfire::ATTACHMENT),
+        // Trident's other iSCSI driver, which this build does not serve.
+        "eseries-iscsi" => Some(Attachment::Iscsi),
         name => Variant::from_driver_name(name).map(Variant::attachment),
     }
 }
@@ -99,6 +102,28 @@ mod tests {
         assert_eq!(built.driver.driver_name(), "fake");
         assert_eq!(built.common.storage_driver_name, "fake");
         assert_eq!(built.driver.internal_name("v"), "trident-v");
+    }
+
+    #[test]
+    fn solidfire_is_built_and_attaches_over_iscsi() {
+        let built = build_driver(&json!({
+            "version": 1,
+            "storageDriverName": "solidfire-san",
+            "Endpoint": "https://admin:pw@10.0.0.1/json-rpc/8.0",
+            "SVIP": "10.0.0.2:3260",
+            "TenantName": "trident",
+        }))
+        .unwrap();
+        assert_eq!(built.driver.driver_name(), "solidfire-san");
+        assert_eq!(built.driver.internal_name("a_b.c"), "a-b-c");
+        assert_eq!(
+            attachment("solidfire-san", &AccessInfo::default()),
+            Some(Attachment::Iscsi)
+        );
+        match build_driver(&json!({"version": 1, "storageDriverName": "solidfire-san"})) {
+            Err(DriverError::Invalid(msg)) => assert!(msg.contains("EndPoint"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -745,22 +745,27 @@ mod tests {
             iscsi_username: "User_1".into(),
             ..AccessInfo::default()
         };
-        let pv = persistent_volume(&p, &c, &provisioned(&v, "ontap-san")).unwrap();
-        let json = serde_json::to_value(&pv).unwrap();
-        assert_eq!(
-            json["spec"]["iscsi"],
-            json!({
-                "targetPortal": "10.0.0.2:3260",
-                "portals": ["10.0.0.3:3260"],
-                "iqn": "iqn.1992-08.com.netapp:sn.1",
-                "lun": 3,
-                "iscsiInterface": "default",
-                "fsType": "xfs",
-                "chapAuthDiscovery": true,
-                "chapAuthSession": true,
-                "secretRef": {"name": "trident-chap-san-1-a-user-1", "namespace": "storch"},
-            })
-        );
+        // Both iSCSI drivers (the attachment comes from drivers::attachment).
+        for driver in ["ontap-san", "solidfire-san"] {
+            let pv = persistent_volume(&p, &c, &provisioned(&v, driver)).unwrap();
+            let json = serde_json::to_value(&pv).unwrap();
+            assert!(json["spec"]["nfs"].is_null(), "{driver}");
+            assert_eq!(
+                json["spec"]["iscsi"],
+                json!({
+                    "targetPortal": "10.0.0.2:3260",
+                    "portals": ["10.0.0.3:3260"],
+                    "iqn": "iqn.1992-08.com.netapp:sn.1",
+                    "lun": 3,
+                    "iscsiInterface": "default",
+                    "fsType": "xfs",
+                    "chapAuthDiscovery": true,
+                    "chapAuthSession": true,
+                    "secretRef": {"name": "trident-chap-san-1-a-user-1", "namespace": "storch"},
+                }),
+                "{driver}"
+            );
+        }
     }
 
     #[test]

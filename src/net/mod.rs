@@ -22,7 +22,9 @@ pub use client::{
     CaError, ClientBuildError, TlsOptions, build_client, client, client_builder, trusted_certs,
 };
 pub use reqwest::{Client, Error, Method, Response, StatusCode, Url};
-pub use retry::{RetryPolicy, backoff, is_retryable_status, is_retryable_transport, retry};
+pub use retry::{
+    RetryPolicy, backoff, describe_transport, is_retryable_status, is_retryable_transport, retry,
+};
 
 /// Installs rustls' ring provider as the process default. Idempotent; an already installed
 /// provider (ours or someone else's) is kept. Called once by each binary's `main` and by test

@@ -83,6 +83,22 @@ pub fn is_retryable_transport(e: &reqwest::Error) -> bool {
     e.is_connect()
 }
 
+/// A transport failure described for an error message (the error and its sources, joined
+/// with `: `), and whether retrying may help: the request never reached the server, and the
+/// failure is not a certificate the client does not trust (which retrying will not change).
+/// reqwest's messages name the URL; callers keep credentials out of their URLs.
+pub fn describe_transport(e: &reqwest::Error) -> (String, bool) {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    let retryable = is_retryable_transport(e) && !msg.contains("certificate");
+    (msg, retryable)
+}
+
 /// Whether an HTTP status says "try again later" (the server did not do the work).
 pub fn is_retryable_status(status: reqwest::StatusCode) -> bool {
     matches!(status.as_u16(), 429 | 502 | 503 | 504)

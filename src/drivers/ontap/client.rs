@@ -336,16 +336,7 @@ impl ZapiClient {
 }
 
 fn transport(api: &str, e: &reqwest::Error) -> ZapiError {
-    // reqwest's message for a connection error names the URL; ours never holds credentials.
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    // A certificate the client does not trust will not become trusted by retrying.
-    let retryable = http::is_retryable_transport(e) && !msg.contains("certificate");
+    let (msg, retryable) = http::describe_transport(e);
     ZapiError::Transport {
         api: api.to_string(),
         msg,

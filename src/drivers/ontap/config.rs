@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::drivers::config::{as_object, field, opt_str, wrong_type};
+pub use crate::drivers::config::{Secret, go_bool};
+use crate::drivers::config::{as_object, field, opt_str, parse_bool, wrong_type};
 use crate::drivers::{Attachment, CommonConfig, DriverError, DriverResult};
 use crate::net::TlsOptions;
 
@@ -76,25 +77,6 @@ impl Variant {
             Variant::NasEconomy => "ontapnaseco_",
             Variant::San => "ontapsan_",
         }
-    }
-}
-
-/// A credential: kept, sent only in the Authorization header, never shown.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Secret {
-        Secret(s.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
     }
 }
 
@@ -186,7 +168,7 @@ impl OntapConfig {
         let svm = non_empty("svm")?;
         let aggregate = non_empty("aggregate")?;
         let username = opt_str(obj, "username")?.unwrap_or_default().to_string();
-        let password = Secret(opt_str(obj, "password")?.unwrap_or_default().to_string());
+        let password = Secret::new(opt_str(obj, "password")?.unwrap_or_default());
         if username.is_empty() {
             return Err(DriverError::Invalid(
                 "missing username: ONTAP backends need username and password".into(),
@@ -319,25 +301,6 @@ pub fn parse_authority(lif: &str) -> DriverResult<String> {
 
 fn check_port(p: &str) -> Result<u16, ()> {
     p.parse::<u16>().ok().filter(|p| *p > 0).ok_or(())
-}
-
-fn parse_bool(key: &str, v: &Value) -> DriverResult<bool> {
-    match v {
-        Value::Bool(b) => Ok(*b),
-        Value::String(s) => go_bool(s).ok_or_else(|| {
-            DriverError::Invalid(format!("invalid value for {key}: expected a boolean"))
-        }),
-        other => Err(wrong_type(key, "a boolean", Some(other))),
-    }
-}
-
-/// Go's `strconv.ParseBool`.
-pub fn go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
 }
 
 fn parse_defaults(obj: &Map<String, Value>) -> DriverResult<Defaults> {

@@ -11,6 +11,7 @@ pub mod http;
 pub mod load;
 pub mod ontap;
 pub mod server;
+pub mod solidfire;
 
 pub use load::{Acked, check_acknowledged, load};
 pub use server::Server;

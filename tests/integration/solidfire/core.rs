@@ -1,0 +1,75 @@
+//! The solidfire-san driver under the core, in-process against the Element simulator: the
+//! hands-on lab's IOPS classes choose the QoS type pools, the volume carries its pool's QoS on
+//! the array and iSCSI access with sealed CHAP secrets, and a delete purges it.
+
+use crate::support::solidfire::*;
+use crate::support::*;
+use serde_json::json;
+use storch::actors::RequestCtx;
+use storch::model::{StorageClassConfig, VolumeConfig};
+use storch::sim::solidfire::Tuning;
+
+fn ctx() -> RequestCtx {
+    RequestCtx::random()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
+    let rt = start(&dir.path().join("core")).await;
+    let core = rt.core();
+    let backend = sf_backend_ok(
+        &sim,
+        json!({"backendName": "sf", "TenantName": "lab", "UseCHAP": true, "Types": [
+            {"Type": "Bronze", "Qos": {"minIOPS": 1000, "maxIOPS": 2000, "burstIOPS": 4000}},
+            {"Type": "Silver", "Qos": {"minIOPS": 4000, "maxIOPS": 6000, "burstIOPS": 8000}},
+            {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
+        ]}),
+    );
+    assert_eq!(core.add_backend(&ctx(), backend).await.unwrap(), "sf");
+    for (name, iops) in [("bronze", "1500"), ("silver", "5000"), ("gold", "7000")] {
+        let class = json!({"name": format!("solidfire-{name}"),
+            "attributes": {"IOPS": iops, "backendType": "solidfire-san"}});
+        core.add_storage_class(
+            &ctx(),
+            StorageClassConfig::from_json(class.to_string().as_bytes()).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    for (class, pool, min) in [("bronze", "Bronze", 1000), ("gold", "Gold", 6000)] {
+        let v = add_volume(
+            &core,
+            &ctx(),
+            VolumeConfig {
+                name: format!("vol_{class}"),
+                size: "1Gi".into(),
+                storage_class: format!("solidfire-{class}"),
+                ..VolumeConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!((v.backend.as_str(), v.pool.as_str()), ("sf", pool));
+        let a = &v.config.access_information;
+        assert_eq!(v.config.internal_name, format!("vol-{class}"));
+        assert!(
+            a.iscsi_target_iqn.contains(&format!("vol-{class}")),
+            "{a:?}"
+        );
+        assert_eq!(a.iscsi_target_portal, SVIP);
+        assert_eq!(a.iscsi_username, "lab");
+        let c = sim.cluster();
+        let on_array = c
+            .volumes
+            .values()
+            .find(|x| x.name == format!("vol-{class}"))
+            .unwrap();
+        assert_eq!(on_array.qos.min, min);
+    }
+    core.delete_volume(&ctx(), "vol_bronze").await.unwrap();
+    core.delete_volume(&ctx(), "vol_gold").await.unwrap();
+    assert!(sim.cluster().volumes.is_empty(), "deleted and purged");
+    rt.shutdown().await;
+}
