@@ -5,9 +5,10 @@
 //! - `ontap`: a ZAPI server (docs/wire-notes.md#the-zapi-simulator): SVM tunnelling, paging,
 //!   real errno values, capacity accounting, snapshots, clones, qtrees and quotas, LUNs, igroups
 //!   and maps, fault injection, latency and an fsynced state file.
-//! - `solidfire`: an Element JSON-RPC server (wire-protocols §2): accounts with CHAP secrets,
-//!   volumes (deleted then purged, paged lists), QoS checked against the cluster, snapshots,
-//!   async clones, volume access groups, fault injection, latency and an fsynced state file.
+//! - `solidfire`: an Element JSON-RPC server (docs/wire-notes.md#solidfire-element): accounts
+//!   with CHAP secrets, volumes (deleted then purged, paged lists), QoS checked against the
+//!   cluster, snapshots, async clones, volume access groups, fault injection, latency and an
+//!   fsynced state file.
 //!
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.

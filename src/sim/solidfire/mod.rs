@@ -1,5 +1,5 @@
-//! A stateful SolidFire Element JSON-RPC simulator (wire-protocols §2), built from the wire
-//! description rather than from any driver.
+//! A stateful SolidFire Element JSON-RPC simulator (docs/wire-notes.md#solidfire-element), built
+//! from the wire description rather than from any driver.
 //!
 //! - `mod.rs` (this file): the server, Basic auth, API versions, faults, latency, persistence.
 //! - `api/`: the methods, one file per object family behind one dispatch table.
@@ -21,7 +21,7 @@
 //! volume access groups (a fresh cluster has one named `trident`); paged lists
 //! (`startVolumeID`/`limit`, capped by `page_cap`).
 //!
-//! Where wire-protocols §2 is silent the simulator chooses (see [`names`] for the error
+//! Where Element's public description is silent the simulator chooses (see [`names`] for the error
 //! names): sizes round up to a whole MiB within 10^9 bytes to 16 TiB; QoS is
 //! 50 ≤ minIOPS ≤ 15000, 100 ≤ maxIOPS ≤ burstIOPS ≤ `--max-iops`, refused with
 //! `xInvalidParameter`; a second DeleteVolume answers like the first; PurgeDeletedVolume of an

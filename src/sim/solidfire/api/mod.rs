@@ -1,4 +1,5 @@
-//! The Element methods the simulator answers (wire-protocols §2.2), behind one dispatch table.
+//! The Element methods the simulator answers (docs/wire-notes.md#element-calls-storch-sends),
+//! behind one dispatch table.
 //!
 //! Every handler checks its parameters first (unknown names, missing required ones and wrong
 //! types are refused with `xInvalidParameter`, naming the parameter) and changes the cluster
@@ -22,8 +23,9 @@ use serde_json::{Map, Value, json};
 
 use super::state::Cluster;
 
-/// Error names the simulator uses. Those marked "spec" are in wire-protocols §2; the others
-/// are the simulator's choice (real Element's name for the case is unverified).
+/// Error names the simulator uses. Those marked "spec" are Element's documented names
+/// (docs/wire-notes.md); the others are the simulator's choice (real Element's name for the case is
+/// unverified).
 pub mod names {
     /// spec
     pub const UNKNOWN_ACCOUNT: &str = "xUnknownAccount";
@@ -57,7 +59,7 @@ pub mod names {
     pub const UNKNOWN_API_VERSION: &str = "xUnknownAPIVersion";
     /// simulator's choice: the request body is not a JSON-RPC object.
     pub const INVALID_REQUEST: &str = "xInvalidRequest";
-    /// The default name of an injected failure (a retryable name of §2.4).
+    /// The default name of an injected failure (one of Element's retryable names).
     pub const DEFAULT_INJECTED: &str = "xDBConnectionLoss";
 }
 
