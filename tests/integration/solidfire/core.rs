@@ -73,3 +73,29 @@ async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
     assert!(sim.cluster().volumes.is_empty(), "deleted and purged");
     rt.shutdown().await;
 }
+
+/// `examples/backend-solidfire.json`, with its `Endpoint` pointed at the simulator, is a working
+/// backend: one pool per QoS type, the credentials kept out of what the backend shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_backend_file_works_against_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
+    let rt = start(&dir.path().join("core")).await;
+    let core = rt.core();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/backend-solidfire.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["Endpoint"] = json!(sim.backend_endpoint("8.0"));
+    doc["trustedCACertificate"] = json!(sim.ca_pem().unwrap());
+    let name = core.add_backend(&ctx(), doc).await.unwrap();
+    let view = core.get_backend(&name).unwrap();
+    let pools: Vec<&str> = view.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pools, ["Bronze", "Silver", "Gold"]);
+    let shown = view.config.to_string();
+    assert!(
+        !shown.contains(storch::sim::solidfire::DEFAULT_PASSWORD),
+        "{shown}"
+    );
+    rt.shutdown().await;
+}
