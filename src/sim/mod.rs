@@ -18,14 +18,17 @@ pub mod http;
 pub mod ontap;
 pub mod solidfire;
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
+use base64::Engine;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use self::http::SelfSigned;
+use self::http::{Handler, SelfSigned, Server};
 
 /// Why a simulator could not start.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +42,139 @@ pub enum SimError {
     },
     #[error("TLS certificate: {0}")]
     Tls(String),
+}
+
+/// What every simulator keeps beside its protocol: its objects behind one lock (written to the
+/// state file after each change, when it has one), its fault rules, and how many requests
+/// named each API or method.
+pub struct Store<S, F> {
+    objects: Mutex<S>,
+    fail: Mutex<Vec<F>>,
+    calls: Mutex<BTreeMap<String, u64>>,
+    path: Option<PathBuf>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<S: Serialize + Clone, F> Store<S, F> {
+    pub fn new(objects: S, fail: Vec<F>, path: Option<PathBuf>) -> Store<S, F> {
+        Store {
+            objects: Mutex::new(objects),
+            fail: Mutex::new(fail),
+            calls: Mutex::new(BTreeMap::new()),
+            path,
+        }
+    }
+
+    /// The objects, locked: one request at a time changes them.
+    pub fn lock(&self) -> MutexGuard<'_, S> {
+        lock(&self.objects)
+    }
+
+    /// A copy of the objects.
+    pub fn snapshot(&self) -> S {
+        self.lock().clone()
+    }
+
+    /// Changes the objects directly (tests), then writes the state file.
+    pub fn with<T>(&self, f: impl FnOnce(&mut S) -> T) -> T {
+        let mut objects = self.lock();
+        let out = f(&mut objects);
+        let _ = self.persist(&objects);
+        out
+    }
+
+    /// Writes `objects` to the state file, if there is one.
+    pub fn persist(&self, objects: &S) -> std::io::Result<()> {
+        match &self.path {
+            Some(p) => persist_json(p, objects),
+            None => Ok(()),
+        }
+    }
+
+    pub fn fail_rules(&self) -> MutexGuard<'_, Vec<F>> {
+        lock(&self.fail)
+    }
+
+    pub fn set_fail_rules(&self, rules: Vec<F>) {
+        *lock(&self.fail) = rules;
+    }
+
+    /// Counts one request named `name`.
+    pub fn count(&self, name: &str) {
+        *lock(&self.calls).entry(name.to_string()).or_default() += 1;
+    }
+
+    /// How many requests named `name` so far.
+    pub fn calls(&self, name: &str) -> u64 {
+        lock(&self.calls).get(name).copied().unwrap_or(0)
+    }
+}
+
+/// The `Authorization` header value a simulator expects: HTTP Basic with its credentials.
+pub fn basic_auth(username: &str, password: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
+    )
+}
+
+/// A simulator's listening server, with its certificate when it serves TLS.
+pub struct Listening {
+    server: Server,
+    cert: Option<SelfSigned>,
+    cert_path: Option<PathBuf>,
+}
+
+impl Listening {
+    /// Serves `handler` on `listen`, over TLS with `tls` (the certificate and where it was
+    /// written) when given.
+    pub async fn start(
+        listen: SocketAddr,
+        tls: Option<(SelfSigned, PathBuf)>,
+        handler: Handler,
+    ) -> Result<Listening, SimError> {
+        let (cert, cert_path) = tls.unzip();
+        let server = Server::start(listen, cert.as_ref(), handler)
+            .await
+            .map_err(|source| SimError::Listen {
+                addr: listen,
+                source,
+            })?;
+        Ok(Listening {
+            server,
+            cert,
+            cert_path,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// `http(s)://ADDR`.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.cert.is_some()
+    }
+
+    /// The certificate (PEM) of a `--tls` simulator, for `trustedCACertificate`.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.cert.as_ref().map(|c| c.cert_pem.as_str())
+    }
+
+    pub fn cert_path(&self) -> Option<&Path> {
+        self.cert_path.as_deref()
+    }
+
+    pub async fn stop(self) {
+        self.server.stop().await;
+    }
 }
 
 /// Writes a simulator's state as pretty JSON, atomically and durably ([`write_atomic`]).

@@ -28,18 +28,16 @@
 pub mod api;
 pub mod state;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
-
-use base64::Engine;
 
 pub use self::api::Tuning;
 pub use self::state::{AggregateSpec, Array};
 pub use super::SimError;
-use super::http::{Handler, HttpRequest, HttpResponse, SelfSigned, Server};
+use super::http::{Handler, HttpRequest, HttpResponse};
+use super::{Listening, Store};
 use crate::wire::zapi::{self as xml, Node, errno};
 
 /// The one servlet path.
@@ -165,32 +163,23 @@ impl Default for SimOptions {
 }
 
 struct Shared {
-    array: Mutex<Array>,
-    fail: Mutex<Vec<FailRule>>,
-    calls: Mutex<BTreeMap<String, u64>>,
+    store: Store<Array, FailRule>,
     auth: String,
     latency: Duration,
     scope: UserScope,
     tuning: Tuning,
-    state: Option<PathBuf>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A running simulator. Stops when dropped.
 pub struct OntapSim {
-    server: Server,
+    listening: Listening,
     shared: Arc<Shared>,
-    cert: Option<SelfSigned>,
-    cert_path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for OntapSim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OntapSim")
-            .field("url", &self.server.url())
+            .field("url", &self.listening.url())
             .finish_non_exhaustive()
     }
 }
@@ -211,57 +200,39 @@ impl OntapSim {
             None => Array::new(&opts.svm, &opts.aggregates, opts.ontapi),
         };
         let shared = Arc::new(Shared {
-            array: Mutex::new(array),
-            fail: Mutex::new(opts.fail.clone()),
-            calls: Mutex::new(BTreeMap::new()),
-            auth: format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD
-                    .encode(format!("{}:{}", opts.username, opts.password))
-            ),
+            store: Store::new(array, opts.fail.clone(), opts.state.clone()),
+            auth: super::basic_auth(&opts.username, &opts.password),
             latency: opts.latency,
             scope: opts.scope.clone(),
             tuning: opts.tuning,
-            state: opts.state.clone(),
         });
-        let (cert, cert_path) = if opts.tls {
-            let (cert, path) = super::tls_certificate(
+        let tls = if opts.tls {
+            Some(super::tls_certificate(
                 opts.listen,
                 &[],
                 opts.cert_out.as_deref(),
                 opts.state.as_deref(),
                 "ontap",
-            )?;
-            (Some(cert), Some(path))
+            )?)
         } else {
-            (None, None)
+            None
         };
         let handler_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = handler_shared.clone();
             Box::pin(async move { handle(&shared, req).await })
         });
-        let server = Server::start(opts.listen, cert.as_ref(), handler)
-            .await
-            .map_err(|source| SimError::Listen {
-                addr: opts.listen,
-                source,
-            })?;
-        Ok(OntapSim {
-            server,
-            shared,
-            cert,
-            cert_path,
-        })
+        let listening = Listening::start(opts.listen, tls, handler).await?;
+        Ok(OntapSim { listening, shared })
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.server.local_addr()
+        self.listening.addr()
     }
 
     /// `http(s)://ADDR`.
     pub fn url(&self) -> String {
-        self.server.url()
+        self.listening.url()
     }
 
     /// What a backend's `managementLIF` should say: `127.0.0.1:PORT`.
@@ -271,39 +242,34 @@ impl OntapSim {
 
     /// The certificate (PEM) of a `--tls` simulator, for `trustedCACertificate`.
     pub fn ca_pem(&self) -> Option<&str> {
-        self.cert.as_ref().map(|c| c.cert_pem.as_str())
+        self.listening.ca_pem()
     }
 
     pub fn cert_path(&self) -> Option<&Path> {
-        self.cert_path.as_deref()
+        self.listening.cert_path()
     }
 
     /// A copy of the array.
     pub fn array(&self) -> Array {
-        lock(&self.shared.array).clone()
+        self.shared.store.snapshot()
     }
 
     /// Changes the array directly (tests); persisted when there is a state file.
     pub fn with_array<T>(&self, f: impl FnOnce(&mut Array) -> T) -> T {
-        let mut a = lock(&self.shared.array);
-        let out = f(&mut a);
-        if let Some(p) = &self.shared.state {
-            let _ = super::persist_json(p, &*a);
-        }
-        out
+        self.shared.store.with(f)
     }
 
     pub fn set_fail_rules(&self, rules: Vec<FailRule>) {
-        *lock(&self.shared.fail) = rules;
+        self.shared.store.set_fail_rules(rules);
     }
 
     /// How many requests named this API so far.
     pub fn calls(&self, api: &str) -> u64 {
-        lock(&self.shared.calls).get(api).copied().unwrap_or(0)
+        self.shared.store.calls(api)
     }
 
     pub async fn stop(self) {
-        self.server.stop().await;
+        self.listening.stop().await;
     }
 }
 
@@ -333,7 +299,7 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         tokio::time::sleep(shared.latency).await;
     }
     let version = {
-        let a = lock(&shared.array);
+        let a = shared.store.lock();
         format!("{}.{}", a.ontapi_major, a.ontapi_minor)
     };
     if req.method != "POST" {
@@ -367,8 +333,10 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         }
     };
     let api = &root.children[0];
-    *lock(&shared.calls).entry(api.name.clone()).or_default() += 1;
-    let injected = lock(&shared.fail)
+    shared.store.count(&api.name);
+    let injected = shared
+        .store
+        .fail_rules()
         .iter()
         .find(|r| r.applies(api) && rand::random::<f64>() < r.rate)
         .map(|r| r.errno);
@@ -385,7 +353,7 @@ fn run(shared: &Shared, vfiler: Option<&str>, api: &Node, injected: Option<u32>)
     {
         return xml::failed(e, &format!("{name}: injected failure (storch-sim --fail)"));
     }
-    let mut a = lock(&shared.array);
+    let mut a = shared.store.lock();
     let svm = match (vfiler, &shared.scope) {
         (Some(v), UserScope::Svm(own)) if v != own => {
             return xml::failed(
@@ -427,8 +395,7 @@ fn run(shared: &Shared, vfiler: Option<&str>, api: &Node, injected: Option<u32>)
     match api::dispatch(&mut ctx, api) {
         Ok(children) => {
             if api::is_mutating(name)
-                && let Some(p) = &shared.state
-                && let Err(e) = super::persist_json(p, &*a)
+                && let Err(e) = shared.store.persist(&a)
             {
                 return xml::failed(
                     errno::EINTERNALERROR,

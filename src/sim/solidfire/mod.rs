@@ -34,19 +34,18 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use serde_json::{Value, json};
 
 pub use self::api::{Tuning, names};
 pub use self::state::{Cluster, ClusterSpec};
 pub use super::SimError;
-use super::http::{Handler, HttpRequest, HttpResponse, SelfSigned, Server};
+use super::http::{Handler, HttpRequest, HttpResponse};
+use super::{Listening, Store};
 
 pub const DEFAULT_USERNAME: &str = "admin";
 pub const DEFAULT_PASSWORD: &str = "solidfire123";
@@ -128,33 +127,24 @@ impl Default for SimOptions {
 }
 
 struct Shared {
-    cluster: Mutex<Cluster>,
-    fail: Mutex<Vec<FailRule>>,
-    calls: Mutex<BTreeMap<String, u64>>,
+    store: Store<Cluster, FailRule>,
     auth: String,
     latency: Duration,
     tuning: Tuning,
-    state: Option<PathBuf>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A running simulator. Stops when dropped.
 pub struct SolidFireSim {
-    server: Server,
+    listening: Listening,
     username: String,
     password: String,
     shared: Arc<Shared>,
-    cert: Option<SelfSigned>,
-    cert_path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for SolidFireSim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SolidFireSim")
-            .field("url", &self.server.url())
+            .field("url", &self.listening.url())
             .finish_non_exhaustive()
     }
 }
@@ -173,17 +163,10 @@ fn shared(opts: &SimOptions) -> Result<Shared, SimError> {
         None => Cluster::new(&opts.cluster),
     };
     Ok(Shared {
-        cluster: Mutex::new(cluster),
-        fail: Mutex::new(opts.fail.clone()),
-        calls: Mutex::new(BTreeMap::new()),
-        auth: format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD
-                .encode(format!("{}:{}", opts.username, opts.password))
-        ),
+        store: Store::new(cluster, opts.fail.clone(), opts.state.clone()),
+        auth: super::basic_auth(&opts.username, &opts.password),
         latency: opts.latency,
         tuning: opts.tuning,
-        state: opts.state.clone(),
     })
 }
 
@@ -191,46 +174,38 @@ impl SolidFireSim {
     /// Loads or creates the cluster and starts serving.
     pub async fn start(opts: SimOptions) -> Result<SolidFireSim, SimError> {
         let shared = Arc::new(shared(&opts)?);
-        let (cert, cert_path) = if opts.tls {
-            let (cert, path) = super::tls_certificate(
+        let tls = if opts.tls {
+            Some(super::tls_certificate(
                 opts.listen,
                 std::slice::from_ref(&opts.cluster.mvip),
                 opts.cert_out.as_deref(),
                 opts.state.as_deref(),
                 "solidfire",
-            )?;
-            (Some(cert), Some(path))
+            )?)
         } else {
-            (None, None)
+            None
         };
         let handler_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = handler_shared.clone();
             Box::pin(async move { handle(&shared, req).await })
         });
-        let server = Server::start(opts.listen, cert.as_ref(), handler)
-            .await
-            .map_err(|source| SimError::Listen {
-                addr: opts.listen,
-                source,
-            })?;
+        let listening = Listening::start(opts.listen, tls, handler).await?;
         Ok(SolidFireSim {
-            server,
+            listening,
             username: opts.username.clone(),
             password: opts.password.clone(),
             shared,
-            cert,
-            cert_path,
         })
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.server.local_addr()
+        self.listening.addr()
     }
 
     /// `http(s)://ADDR`.
     pub fn url(&self) -> String {
-        self.server.url()
+        self.listening.url()
     }
 
     /// The JSON-RPC endpoint of an API version: `http(s)://ADDR/json-rpc/VERSION`.
@@ -251,7 +226,11 @@ impl SolidFireSim {
                 })
                 .collect::<String>()
         };
-        let scheme = if self.cert.is_some() { "https" } else { "http" };
+        let scheme = if self.listening.is_tls() {
+            "https"
+        } else {
+            "http"
+        };
         format!(
             "{scheme}://{}:{}@{}/json-rpc/{version}",
             escape(&self.username),
@@ -262,39 +241,34 @@ impl SolidFireSim {
 
     /// The certificate (PEM) of a `--tls` simulator, for `trustedCACertificate`.
     pub fn ca_pem(&self) -> Option<&str> {
-        self.cert.as_ref().map(|c| c.cert_pem.as_str())
+        self.listening.ca_pem()
     }
 
     pub fn cert_path(&self) -> Option<&Path> {
-        self.cert_path.as_deref()
+        self.listening.cert_path()
     }
 
     /// A copy of the cluster.
     pub fn cluster(&self) -> Cluster {
-        lock(&self.shared.cluster).clone()
+        self.shared.store.snapshot()
     }
 
     /// Changes the cluster directly (tests); persisted when there is a state file.
     pub fn with_cluster<T>(&self, f: impl FnOnce(&mut Cluster) -> T) -> T {
-        let mut c = lock(&self.shared.cluster);
-        let out = f(&mut c);
-        if let Some(p) = &self.shared.state {
-            let _ = super::persist_json(p, &*c);
-        }
-        out
+        self.shared.store.with(f)
     }
 
     pub fn set_fail_rules(&self, rules: Vec<FailRule>) {
-        *lock(&self.shared.fail) = rules;
+        self.shared.store.set_fail_rules(rules);
     }
 
     /// How many requests named this method so far.
     pub fn calls(&self, method: &str) -> u64 {
-        lock(&self.shared.calls).get(method).copied().unwrap_or(0)
+        self.shared.store.calls(method)
     }
 
     pub async fn stop(self) {
-        self.server.stop().await;
+        self.listening.stop().await;
     }
 }
 
@@ -366,8 +340,10 @@ fn rpc(shared: &Shared, path: &str, body: &[u8]) -> Value {
             "The request has no method name",
         );
     };
-    *lock(&shared.calls).entry(method.to_string()).or_default() += 1;
-    let injected = lock(&shared.fail)
+    shared.store.count(method);
+    let injected = shared
+        .store
+        .fail_rules()
         .iter()
         .find(|r| (r.method == "*" || r.method == method) && rand::random::<f64>() < r.rate)
         .map(|r| r.name.clone());
@@ -379,7 +355,7 @@ fn rpc(shared: &Shared, path: &str, body: &[u8]) -> Value {
         );
     }
     let params = req.get("params").cloned().unwrap_or(Value::Null);
-    let mut c = lock(&shared.cluster);
+    let mut c = shared.store.lock();
     let mut ctx = api::Ctx {
         c: &mut c,
         tuning: shared.tuning,
@@ -389,10 +365,7 @@ fn rpc(shared: &Shared, path: &str, body: &[u8]) -> Value {
     let dirty = ctx.dirty;
     match out {
         Ok(result) => {
-            if dirty
-                && let Some(p) = &shared.state
-                && let Err(e) = super::persist_json(p, &*c)
-            {
+            if dirty && let Err(e) = shared.store.persist(&c) {
                 return error_body(
                     &id,
                     "xDBOperationTimeout",

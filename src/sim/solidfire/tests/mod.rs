@@ -151,7 +151,9 @@ fn fault_injection_by_method() {
     }
     let sh = sim();
     let a = account(&sh, "a");
-    *sh.fail.lock().unwrap() = vec![FailRule::parse("CreateVolume:1:xNotReadyForIO").unwrap()];
+    sh.store.set_fail_rules(vec![
+        FailRule::parse("CreateVolume:1:xNotReadyForIO").unwrap(),
+    ]);
     let r = send(
         &sh,
         "8.0",
@@ -162,11 +164,12 @@ fn fault_injection_by_method() {
     assert_eq!(r["error"]["name"], "xNotReadyForIO");
     assert_eq!(r["error"]["code"], 500);
     assert!(r["error"]["message"].as_str().unwrap().contains("injected"));
-    assert!(sh.cluster.lock().unwrap().volumes.is_empty());
+    assert!(sh.store.lock().volumes.is_empty());
     ok(&sh, "ListActiveVolumes", json!({}));
-    *sh.fail.lock().unwrap() = vec![FailRule::parse("CreateVolume:0").unwrap()];
+    sh.store
+        .set_fail_rules(vec![FailRule::parse("CreateVolume:0").unwrap()]);
     volume(&sh, a, "v", GB);
-    assert_eq!(sh.calls.lock().unwrap()["CreateVolume"], 2);
+    assert_eq!(sh.store.calls("CreateVolume"), 2);
 }
 
 #[test]
@@ -183,13 +186,13 @@ fn state_survives_a_restart() {
         let v = volume(&sh, a, "keep", GB);
         ok(&sh, "CreateSnapshot", json!({"volumeID": v, "name": "s"}));
         ok(&sh, "CloneVolume", json!({"volumeID": v, "name": "c"}));
-        let uid = sh.cluster.lock().unwrap().unique_id.clone();
+        let uid = sh.store.lock().unique_id.clone();
         (a, v, uid)
     };
     let on_disk: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(on_disk["format"], 1);
     let sh = shared(&o).unwrap();
-    let c = sh.cluster.lock().unwrap().clone();
+    let c = sh.store.lock().clone();
     assert_eq!(c.unique_id, uid);
     assert_eq!(c.volumes[&v].name, "keep");
     assert_eq!(c.volumes.len(), 2);

@@ -51,7 +51,7 @@ fn accounts_with_generated_secrets() {
     assert!(msg.contains("username"), "{msg}");
     let (_, msg) = err(&sh, "GetAccountByID", json!({"accountID": "1"}));
     assert!(msg.contains("accountID"), "wrong type: {msg}");
-    assert_eq!(sh.cluster.lock().unwrap().accounts.len(), 2);
+    assert_eq!(sh.store.lock().accounts.len(), 2);
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn snapshots_create_list_delete() {
     ok(&sh, "DeleteVolume", json!({"volumeID": v}));
     ok(&sh, "PurgeDeletedVolume", json!({"volumeID": v}));
     assert!(
-        sh.cluster.lock().unwrap().snapshots.is_empty(),
+        sh.store.lock().snapshots.is_empty(),
         "purged with the volume"
     );
 }
@@ -176,7 +176,7 @@ fn clones_are_async_and_become_visible_after_polls() {
     let (n, m) = err(&sh, "GetAsyncResult", json!({"asyncHandle": handle}));
     assert_eq!(n, "xAsyncHandleDoesNotExist", "not kept");
     assert!(m.contains("does not exist"), "{m}");
-    let c = sh.cluster.lock().unwrap().volumes[&clone].clone();
+    let c = sh.store.lock().volumes[&clone].clone();
     assert_eq!(
         (c.qos.min, c.total_size, c.enable512e),
         (300, GB, true),
@@ -256,11 +256,7 @@ fn access_groups() {
         ),
         "xAlreadyInVolumeAccessGroup"
     );
-    assert_eq!(
-        sh.cluster.lock().unwrap().groups[&g].volumes,
-        [v1],
-        "nothing added"
-    );
+    assert_eq!(sh.store.lock().groups[&g].volumes, [v1], "nothing added");
     ok(
         &sh,
         "AddVolumesToVolumeAccessGroup",
@@ -317,7 +313,7 @@ fn access_groups() {
         ),
         "xInvalidParameter"
     );
-    assert_eq!(sh.cluster.lock().unwrap().groups[&g].initiators.len(), 2);
+    assert_eq!(sh.store.lock().groups[&g].initiators.len(), 2);
     assert_eq!(
         err_name(&sh, "CreateVolumeAccessGroup", json!({"initiators": []})),
         "xInvalidParameter"

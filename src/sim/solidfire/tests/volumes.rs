@@ -134,7 +134,7 @@ fn create_volume_refusals_change_nothing() {
         assert_eq!(n, name, "{params}: {m}");
         assert!(m.contains(needle), "{params}: {m}");
     }
-    assert!(sh.cluster.lock().unwrap().volumes.is_empty());
+    assert!(sh.store.lock().volumes.is_empty());
 }
 
 #[test]
@@ -240,7 +240,7 @@ fn modify_grows_and_changes_qos() {
         err_name(&sh, "ModifyVolume", json!({"volumeID": 99, "qos": {}})),
         "xVolumeIDDoesNotExist"
     );
-    let c = sh.cluster.lock().unwrap();
+    let c = sh.store.lock();
     assert_eq!(c.volumes[&id].total_size, 2 * GB);
     assert_eq!(c.volumes[&id].qos.max, 650);
 }
