@@ -4,7 +4,8 @@
 //! volume's target; CHAP backends get a `kubernetes.io/iscsi-chap` Secret holding exactly the
 //! account's secrets (shown nowhere else), access-group backends put the volume in the group;
 //! `cloneFromPVC` is an Element clone; reclaim Delete deletes and purges, Retain keeps; an IOPS
-//! no type offers and a wrong array password are clear errors that leave nothing behind.
+//! no type offers and a wrong array password are clear errors that leave nothing behind; a
+//! Secret or PV Kubernetes refuses is reported on the claim and retried.
 //!
 //! PVC expansion is not tested: the frontend does not resize volumes when a claim grows.
 
@@ -483,6 +484,66 @@ async fn a_wrong_array_password_is_a_clear_error_and_leaves_nothing() {
     let shown = rest_output(&rest).await;
     assert!(!shown.contains("wrong-canary-pw"), "{shown}");
     rest.stop().await;
+    env.stop().await;
+    sim.stop().await;
+}
+
+/// Kubernetes refuses the CHAP Secret (storch's Role lacks `secrets` in its namespace, say):
+/// the claim gets a Warning naming the Secret and the refusal instead of staying Pending
+/// without a word; the write is retried, and once allowed the claim binds to the one volume
+/// made (never a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
+    let env = Env::start().await;
+    let sim = sim(&env).await;
+    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
+        .await;
+    lab_classes(&env).await;
+    env.kube.fail("POST", "secrets", usize::MAX, 403);
+    env.create(&claim("db", "solidfire-gold", "1Gi", "")).await;
+    let note = env
+        .event("PersistentVolumeClaim/db", "ProvisioningFailed")
+        .await;
+    for want in [
+        "CHAP Secret",
+        &format!("trident-chap-sf-{TENANT}"),
+        "injected failure 403",
+        "retrying",
+    ] {
+        assert!(note.contains(want), "{want} missing from {note}");
+    }
+    assert!(env.pv(&env.volume_name("default", "db")).is_none());
+    env.kube.clear_failures();
+    let pv = env.bound("default", "db").await;
+    check_iscsi(&sim, &env, &pv, "db");
+    assert!(
+        env.kube
+            .get(
+                "secrets",
+                Some("storch"),
+                &format!("trident-chap-sf-{TENANT}")
+            )
+            .is_some()
+    );
+    assert_eq!(sim.calls("CreateVolume"), 1);
+    assert_eq!(sim.cluster().volumes.len(), 1);
+
+    // The same for a refused PV.
+    env.kube.fail("POST", "persistentvolumes", usize::MAX, 403);
+    env.create(&claim("db2", "solidfire-gold", "1Gi", "")).await;
+    let note = env
+        .event("PersistentVolumeClaim/db2", "ProvisioningFailed")
+        .await;
+    let pv_name = env.volume_name("default", "db2");
+    let its_pv = format!("its PV {pv_name}");
+    for want in [its_pv.as_str(), "injected failure 403", "retrying"] {
+        assert!(note.contains(want), "{want} missing from {note}");
+    }
+    env.kube.clear_failures();
+    let pv = env.bound("default", "db2").await;
+    check_iscsi(&sim, &env, &pv, "db2");
+    assert_eq!(sim.calls("CreateVolume"), 2);
+    assert_eq!(sim.cluster().volumes.len(), 2);
     env.stop().await;
     sim.stop().await;
 }
