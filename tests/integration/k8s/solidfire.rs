@@ -547,3 +547,36 @@ async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
     env.stop().await;
     sim.stop().await;
 }
+
+/// A claim whose storch name is longer than the 64 characters Element allows for a volume
+/// name: a clear event with the array's reason, nothing on the array, and the claim Pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_name_too_long_for_element_is_refused_with_the_reason() {
+    let env = Env::start().await;
+    let sim = sim(&env).await;
+    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
+        .await;
+    lab_classes(&env).await;
+    let long = format!("data-{}", "x".repeat(60));
+    env.create(&claim(&long, "solidfire-gold", "1Gi", "")).await;
+    let note = env
+        .event(
+            &format!("PersistentVolumeClaim/{long}"),
+            "ProvisioningFailed",
+        )
+        .await;
+    let internal = env.volume_name("default", &long);
+    for want in [
+        format!("Failed to create volume {internal} on storage pool Gold from backend sf"),
+        "xInvalidParameter".to_string(),
+        "(1 to 64 letters, digits and dashes)".to_string(),
+    ] {
+        assert!(note.contains(&want), "{want} missing from {note}");
+    }
+    assert_eq!(env.pvc("default", &long)["status"]["phase"], "Pending");
+    assert!(env.pv(&internal).is_none());
+    assert!(env.core().get_volume(&internal).is_err());
+    assert!(sim.cluster().volumes.is_empty());
+    env.stop().await;
+    sim.stop().await;
+}
