@@ -15,7 +15,7 @@ use storch::actors::VolumeState;
 use storch::sim::solidfire::{Cluster, SolidFireSim, Tuning, state::Volume};
 
 use crate::support::http::{TestServer, get, post};
-use crate::support::kube_env::{Env, WAIT, class_yaml, pvc_yaml};
+use crate::support::kube_env::{Env, Node, WAIT, class_yaml, pvc_yaml};
 use crate::support::solidfire::*;
 use crate::support::*;
 
@@ -126,6 +126,37 @@ fn decode(secret: &Value, key: &str) -> String {
     .unwrap()
 }
 
+/// The account's one CHAP Secret in storch's namespace holds exactly the tenant account's
+/// initiator and target secrets as the array has them.
+fn check_chap_secret(env: &Env, sim: &SolidFireSim) {
+    let c = sim.cluster();
+    let account = &c.accounts[&tenant_id(&c)];
+    let secret = env
+        .kube
+        .get(
+            "secrets",
+            Some("storch"),
+            &format!("trident-chap-sf-{TENANT}"),
+        )
+        .expect("the CHAP secret");
+    assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
+    let keys: Vec<&String> = secret["data"].as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 8, "{keys:?}");
+    for prefix in ["discovery.sendtargets.auth", "node.session.auth"] {
+        assert_eq!(decode(&secret, &format!("{prefix}.username")), TENANT);
+        assert_eq!(decode(&secret, &format!("{prefix}.username_in")), TENANT);
+        assert_eq!(
+            decode(&secret, &format!("{prefix}.password")),
+            account.initiator_secret
+        );
+        assert_eq!(
+            decode(&secret, &format!("{prefix}.password_in")),
+            account.target_secret
+        );
+    }
+    assert_eq!(env.kube.list("secrets", Some("storch")).len(), 1);
+}
+
 /// Everything storch's REST API shows about backends, volumes and events.
 async fn rest_output(rest: &TestServer) -> String {
     let client = reqwest::Client::new();
@@ -199,25 +230,7 @@ async fn iops_claims_become_iscsi_pvs_with_the_accounts_chap_secret() {
         assert_eq!((v.qos.min, v.qos.max, v.qos.burst), (*min, *max, *burst));
     }
     // One Secret for the account, holding exactly its secrets as the array has them.
-    let secret = env
-        .kube
-        .get("secrets", Some("storch"), &secret_name)
-        .expect("the CHAP secret");
-    assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
-    let keys: Vec<&String> = secret["data"].as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 8, "{keys:?}");
-    for prefix in ["discovery.sendtargets.auth", "node.session.auth"] {
-        assert_eq!(decode(&secret, &format!("{prefix}.username")), TENANT);
-        assert_eq!(decode(&secret, &format!("{prefix}.username_in")), TENANT);
-        assert_eq!(
-            decode(&secret, &format!("{prefix}.password")),
-            account.initiator_secret
-        );
-        assert_eq!(
-            decode(&secret, &format!("{prefix}.password_in")),
-            account.target_secret
-        );
-    }
+    check_chap_secret(&env, &sim);
     // The REST API redacts them; nothing else shows them (nor the array's password).
     let client = reqwest::Client::new();
     let name = env.volume_name("default", "db");
@@ -490,8 +503,9 @@ async fn a_wrong_array_password_is_a_clear_error_and_leaves_nothing() {
 
 /// Kubernetes refuses the CHAP Secret (storch's Role lacks `secrets` in its namespace, say):
 /// the claim gets a Warning naming the Secret and the refusal instead of staying Pending
-/// without a word; the write is retried, and once allowed the claim binds to the one volume
-/// made (never a second).
+/// without a word; the write is retried (here by a restarted storch, which opens the sealed
+/// secrets again), and once allowed the claim binds to the one volume made (never a second).
+/// The same for a refused PV.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
     let env = Env::start().await;
@@ -513,18 +527,25 @@ async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
         assert!(note.contains(want), "{want} missing from {note}");
     }
     assert!(env.pv(&env.volume_name("default", "db")).is_none());
+    // storch restarts meanwhile: the CHAP secrets it sealed are opened again from its data.
+    let Env {
+        kube,
+        client,
+        node,
+        dir,
+    } = env;
+    node.stop().await;
+    let node = Node::start(&dir.path().join("a"), &kube, "storch-a2").await;
+    let env = Env {
+        kube,
+        client,
+        node,
+        dir,
+    };
     env.kube.clear_failures();
     let pv = env.bound("default", "db").await;
     check_iscsi(&sim, &env, &pv, "db");
-    assert!(
-        env.kube
-            .get(
-                "secrets",
-                Some("storch"),
-                &format!("trident-chap-sf-{TENANT}")
-            )
-            .is_some()
-    );
+    check_chap_secret(&env, &sim);
     assert_eq!(sim.calls("CreateVolume"), 1);
     assert_eq!(sim.cluster().volumes.len(), 1);
 
