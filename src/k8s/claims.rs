@@ -83,6 +83,7 @@ async fn reconcile_claim(pvc: &PersistentVolumeClaim, ctx: &Ctx) -> Result<Actio
     if pvc.metadata.deletion_timestamp.is_some() || translate::requested(pvc).is_none() {
         return Ok(Action::await_change());
     }
+    let sync = ctx.class_sync.read().await;
     let class = match translate::claim_class(pvc) {
         ClaimClass::ExplicitlyNone => {
             tracing::debug!(claim = %key(pvc), "storageClassName is \"\": not for dynamic provisioning");
@@ -121,6 +122,7 @@ async fn reconcile_claim(pvc: &PersistentVolumeClaim, ctx: &Ctx) -> Result<Actio
             }
         }
     };
+    drop(sync);
     let name = translate::unique_name(pvc);
     match phase(pvc) {
         "Pending" => {

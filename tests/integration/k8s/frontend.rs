@@ -713,7 +713,6 @@ async fn local_volumes_become_local_pvs_pinned_to_the_node() {
 /// namespace that holds the credentials; the secrets appear nowhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chap_volumes_get_an_iscsi_pv_and_a_chap_secret() {
-    use base64::Engine;
     let env = Env::start().await;
     let mut san = fake_backend("san_1", "block", &[("p1", ssd())]);
     san["useCHAP"] = json!(true);
@@ -741,22 +740,8 @@ async fn chap_volumes_get_an_iscsi_pv_and_a_chap_secret() {
         iscsi["secretRef"],
         json!({"name": secret_name, "namespace": "storch"})
     );
-    let secret = env
-        .kube
-        .get("secrets", Some("storch"), secret_name)
-        .expect("the CHAP secret");
-    assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
-    let data = |key: &str| {
-        let b64 = secret["data"][key]
-            .as_str()
-            .unwrap_or_else(|| panic!("{key}"));
-        String::from_utf8(
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .unwrap(),
-        )
-        .unwrap()
-    };
+    let secret = env.chap_secret(secret_name);
+    let data = |key: &str| secret.get(key).unwrap_or_else(|| panic!("{key}")).clone();
     for prefix in ["discovery.sendtargets.auth", "node.session.auth"] {
         assert_eq!(data(&format!("{prefix}.username")), "fake-chap-san_1");
         assert_eq!(

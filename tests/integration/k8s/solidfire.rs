@@ -9,13 +9,14 @@
 //!
 //! PVC expansion is not tested: the frontend does not resize volumes when a claim grows.
 
-use base64::Engine;
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 use storch::actors::VolumeState;
 use storch::sim::solidfire::{Cluster, SolidFireSim, Tuning, state::Volume};
 
 use crate::support::http::{TestServer, get, post};
-use crate::support::kube_env::{Env, Node, WAIT, class_yaml, pvc_yaml};
+use crate::support::kube_env::{Env, class_yaml, pvc_yaml};
 use crate::support::solidfire::*;
 use crate::support::*;
 
@@ -76,6 +77,17 @@ async fn lab_classes(env: &Env) {
     .await;
 }
 
+/// storch on the fake API server with backend `sf` (CHAP) on a fresh simulator and the lab's
+/// classes.
+async fn chap_lab() -> (Env, SolidFireSim) {
+    let env = Env::start().await;
+    let sim = sim(&env).await;
+    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
+        .await;
+    lab_classes(&env).await;
+    (env, sim)
+}
+
 /// A claim of `size` on `class`.
 fn claim(name: &str, class: &str, size: &str, extra_meta: &str) -> String {
     pvc_yaml(name, Some(class), extra_meta).replace("storage: 1Gi", &format!("storage: {size}"))
@@ -114,46 +126,24 @@ fn check_iscsi(sim: &SolidFireSim, env: &Env, pv: &Value, claim: &str) -> (Value
     (iscsi, id)
 }
 
-fn decode(secret: &Value, key: &str) -> String {
-    let b64 = secret["data"][key]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {key} in {secret}"));
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap(),
-    )
-    .unwrap()
-}
-
 /// The account's one CHAP Secret in storch's namespace holds exactly the tenant account's
 /// initiator and target secrets as the array has them.
 fn check_chap_secret(env: &Env, sim: &SolidFireSim) {
     let c = sim.cluster();
     let account = &c.accounts[&tenant_id(&c)];
-    let secret = env
-        .kube
-        .get(
-            "secrets",
-            Some("storch"),
-            &format!("trident-chap-sf-{TENANT}"),
-        )
-        .expect("the CHAP secret");
-    assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
-    let keys: Vec<&String> = secret["data"].as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 8, "{keys:?}");
+    let data = env.chap_secret(&format!("trident-chap-sf-{TENANT}"));
+    let mut want = BTreeMap::new();
     for prefix in ["discovery.sendtargets.auth", "node.session.auth"] {
-        assert_eq!(decode(&secret, &format!("{prefix}.username")), TENANT);
-        assert_eq!(decode(&secret, &format!("{prefix}.username_in")), TENANT);
-        assert_eq!(
-            decode(&secret, &format!("{prefix}.password")),
-            account.initiator_secret
-        );
-        assert_eq!(
-            decode(&secret, &format!("{prefix}.password_in")),
-            account.target_secret
-        );
+        for (key, value) in [
+            ("username", TENANT),
+            ("password", account.initiator_secret.as_str()),
+            ("username_in", TENANT),
+            ("password_in", account.target_secret.as_str()),
+        ] {
+            want.insert(format!("{prefix}.{key}"), value.to_string());
+        }
     }
+    assert_eq!(data, want, "exactly the account's secrets");
     assert_eq!(env.kube.list("secrets", Some("storch")).len(), 1);
 }
 
@@ -185,12 +175,8 @@ async fn rest_output(rest: &TestServer) -> String {
 /// has them; the secrets appear nowhere else (REST shows `<redacted>`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iops_claims_become_iscsi_pvs_with_the_accounts_chap_secret() {
-    let env = Env::start().await;
-    let sim = sim(&env).await;
+    let (env, sim) = chap_lab().await;
     let rest = TestServer::serving(env.core(), Default::default()).await;
-    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
-        .await;
-    lab_classes(&env).await;
     env.create(&claim("db", "solidfire-silver", "2Gi", ""))
         .await;
     env.create(&claim("logs", "solidfire-bronze", "1Gi", ""))
@@ -304,11 +290,7 @@ async fn access_group_volumes_join_the_group_and_get_no_secret() {
 /// cluster still runs it), bound to its own PV on its own target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clone_from_pvc_is_an_element_clone_with_its_own_pv() {
-    let env = Env::start().await;
-    let sim = sim(&env).await;
-    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
-        .await;
-    lab_classes(&env).await;
+    let (env, sim) = chap_lab().await;
     env.create(&claim("src", "solidfire-silver", "2Gi", ""))
         .await;
     let src_pv = env.bound("default", "src").await;
@@ -352,11 +334,7 @@ async fn clone_from_pvc_is_an_element_clone_with_its_own_pv() {
 /// goes. Retain: the PV is Released and the volume stays active on the array.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reclaim_delete_purges_the_volume_and_retain_keeps_it() {
-    let env = Env::start().await;
-    let sim = sim(&env).await;
-    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
-        .await;
-    lab_classes(&env).await;
+    let (env, sim) = chap_lab().await;
     env.create(&claim("scratch", "solidfire-bronze", "1Gi", ""))
         .await;
     env.create(&claim(
@@ -378,13 +356,10 @@ async fn reclaim_delete_purges_the_volume_and_retain_keeps_it() {
     for name in ["scratch", "keep"] {
         env.delete_pvc("default", name).await;
     }
-    env.kube
-        .wait_for(
-            |k| k.get("persistentvolumes", None, &scratch).is_none(),
-            WAIT,
-            "the Delete PV deleted after its volume",
-        )
-        .await;
+    env.wait_for_pv(&scratch, "the Delete PV deleted after its volume", |pv| {
+        pv.is_none()
+    })
+    .await;
     assert!(env.core().get_volume(&scratch).is_err());
     let c = sim.cluster();
     assert!(
@@ -394,16 +369,10 @@ async fn reclaim_delete_purges_the_volume_and_retain_keeps_it() {
     );
     assert_eq!(sim.calls("DeleteVolume"), 1);
     assert_eq!(sim.calls("PurgeDeletedVolume"), 1);
-    env.kube
-        .wait_for(
-            |k| {
-                k.get("persistentvolumes", None, &keep)
-                    .is_some_and(|pv| pv["status"]["phase"] == "Released")
-            },
-            WAIT,
-            "the Retain PV released",
-        )
-        .await;
+    env.wait_for_pv(&keep, "the Retain PV released", |pv| {
+        pv.is_some_and(|pv| pv["status"]["phase"] == "Released")
+    })
+    .await;
     assert_eq!(
         env.core().get_volume(&keep).unwrap().state,
         VolumeState::Online
@@ -417,10 +386,7 @@ async fn reclaim_delete_purges_the_volume_and_retain_keeps_it() {
 /// each pool and why it was not used; nothing is made on the array, in storch or in Kubernetes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iops_no_type_offers_leave_the_claim_pending_with_the_reason() {
-    let env = Env::start().await;
-    let sim = sim(&env).await;
-    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
-        .await;
+    let (env, sim) = chap_lab().await;
     env.create(&lab_class("platinum", "50000", "")).await;
     eventually("the class in storch", async || {
         env.core().get_storage_class("solidfire-platinum").is_ok()
@@ -508,11 +474,7 @@ async fn a_wrong_array_password_is_a_clear_error_and_leaves_nothing() {
 /// The same for a refused PV.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
-    let env = Env::start().await;
-    let sim = sim(&env).await;
-    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
-        .await;
-    lab_classes(&env).await;
+    let (env, sim) = chap_lab().await;
     env.kube.fail("POST", "secrets", usize::MAX, 403);
     env.create(&claim("db", "solidfire-gold", "1Gi", "")).await;
     let note = env
@@ -528,20 +490,7 @@ async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
     }
     assert!(env.pv(&env.volume_name("default", "db")).is_none());
     // storch restarts meanwhile: the CHAP secrets it sealed are opened again from its data.
-    let Env {
-        kube,
-        client,
-        node,
-        dir,
-    } = env;
-    node.stop().await;
-    let node = Node::start(&dir.path().join("a"), &kube, "storch-a2").await;
-    let env = Env {
-        kube,
-        client,
-        node,
-        dir,
-    };
+    let env = env.restart("storch-a2").await;
     env.kube.clear_failures();
     let pv = env.bound("default", "db").await;
     check_iscsi(&sim, &env, &pv, "db");
@@ -573,11 +522,7 @@ async fn a_refused_chap_secret_is_reported_on_the_claim_and_retried() {
 /// name: a clear event with the array's reason, nothing on the array, and the claim Pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_name_too_long_for_element_is_refused_with_the_reason() {
-    let env = Env::start().await;
-    let sim = sim(&env).await;
-    env.add_backend(backend(&sim, json!({"UseCHAP": true})))
-        .await;
-    lab_classes(&env).await;
+    let (env, sim) = chap_lab().await;
     let long = format!("data-{}", "x".repeat(60));
     env.create(&claim(&long, "solidfire-gold", "1Gi", "")).await;
     let note = env

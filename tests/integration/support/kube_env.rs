@@ -3,6 +3,7 @@
 //! objects: [`Env`] (the fake, a kube client for the test's own writes, one storch), [`Node`]
 //! (one more storch on the same fake), and the YAML of claims and classes.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -139,6 +140,13 @@ impl Env {
         self.kube.get("persistentvolumes", None, name)
     }
 
+    /// Waits until `f` holds for PV `name` (`None` while there is none).
+    pub async fn wait_for_pv(&self, name: &str, what: &str, f: impl Fn(Option<Value>) -> bool) {
+        self.kube
+            .wait_for(|k| f(k.get("persistentvolumes", None, name)), WAIT, what)
+            .await;
+    }
+
     /// Waits until the claim is Bound to a PV and returns the PV.
     pub async fn bound(&self, ns: &str, name: &str) -> Value {
         self.kube
@@ -156,6 +164,29 @@ impl Env {
             .unwrap()
             .to_string();
         self.pv(&pv_name).expect("the bound PV exists")
+    }
+
+    /// The CHAP Secret `name` in storch's namespace, its data decoded; asserts that it exists
+    /// and is of type `kubernetes.io/iscsi-chap`.
+    pub fn chap_secret(&self, name: &str) -> BTreeMap<String, String> {
+        use base64::Engine;
+        let secret = self
+            .kube
+            .get("secrets", Some("storch"), name)
+            .expect("the CHAP secret");
+        assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
+        let decode = |b64: &Value| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.as_str().expect("base64 text"))
+                .expect("base64");
+            String::from_utf8(bytes).expect("UTF-8")
+        };
+        secret["data"]
+            .as_object()
+            .expect("data")
+            .iter()
+            .map(|(k, v)| (k.clone(), decode(v)))
+            .collect()
     }
 
     /// Every event as (regarding kind/name, type, reason, note).
@@ -195,6 +226,24 @@ impl Env {
             "no {reason} event for {regarding}; events: {:#?}",
             self.events()
         );
+    }
+
+    /// Stops storch and starts it again on the same data, as `identity`.
+    pub async fn restart(self, identity: &str) -> Env {
+        let Env {
+            kube,
+            client,
+            node,
+            dir,
+        } = self;
+        node.stop().await;
+        let node = Node::start(&dir.path().join("a"), &kube, identity).await;
+        Env {
+            kube,
+            client,
+            node,
+            dir,
+        }
     }
 
     pub async fn stop(self) {
