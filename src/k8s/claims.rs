@@ -83,6 +83,7 @@ async fn reconcile_claim(pvc: &PersistentVolumeClaim, ctx: &Ctx) -> Result<Actio
     if pvc.metadata.deletion_timestamp.is_some() || translate::requested(pvc).is_none() {
         return Ok(Action::await_change());
     }
+    let sync = ctx.class_sync.read().await;
     let class = match translate::claim_class(pvc) {
         ClaimClass::ExplicitlyNone => {
             tracing::debug!(claim = %key(pvc), "storageClassName is \"\": not for dynamic provisioning");
@@ -121,6 +122,7 @@ async fn reconcile_claim(pvc: &PersistentVolumeClaim, ctx: &Ctx) -> Result<Actio
             }
         }
     };
+    drop(sync);
     let name = translate::unique_name(pvc);
     match phase(pvc) {
         "Pending" => {
@@ -223,20 +225,19 @@ async fn provision(
             return Ok(fail(pvc, ctx, true, why).await);
         }
     };
-    if !volume.config.access_information.iscsi_username.is_empty() {
-        write_chap_secret(
-            ctx,
-            &volume.backend,
-            name,
-            &volume.config.access_information,
-        )
-        .await?;
+    let access = &volume.config.access_information;
+    if !access.iscsi_username.is_empty() {
+        let secret = translate::chap_secret_name(&volume.backend, &access.iscsi_username);
+        if let Err(e) = write_chap_secret(ctx, &secret, name, access).await {
+            let what = format!("its CHAP Secret {}/{secret}", ctx.namespace);
+            return Err(refused(pvc, ctx, name, &what, e).await);
+        }
     }
     match pvs.create(&PostParams::default(), &pv).await {
         Ok(_) => {}
         Err(e) if is_conflict(&e) => return Ok(Action::requeue(IN_FLIGHT)),
         // The volume stays: the next try writes the PV for it.
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(refused(pvc, ctx, name, &format!("its PV {name}"), e.into()).await),
     }
     tracing::info!(claim = %key(pvc), volume = %name, backend = %volume.backend, pool = %volume.pool, "provisioned");
     ctx.event(
@@ -376,6 +377,27 @@ async fn clone_source(
     Ok(Ok(translate::unique_name(&src)))
 }
 
+/// The volume is made but Kubernetes refused an object written for it (its CHAP Secret, its
+/// PV): reported on the claim as a Warning, so that it does not stay Pending without a word;
+/// the error is returned to be retried with backoff, and the volume stays for the next try.
+async fn refused(
+    pvc: &PersistentVolumeClaim,
+    ctx: &Ctx,
+    volume: &str,
+    what: &str,
+    e: ReconcileError,
+) -> ReconcileError {
+    ctx.event(
+        &reference(pvc),
+        true,
+        "ProvisioningFailed",
+        "Provision",
+        format!("volume {volume} is made, but writing {what} failed: {e}; retrying with backoff"),
+    )
+    .await;
+    e
+}
+
 /// Reports a failure on the claim. `warning` once a PV was built (Trident's rule). The
 /// claim is not retried until it changes: retrying cannot fix what it asks for.
 async fn fail(pvc: &PersistentVolumeClaim, ctx: &Ctx, warning: bool, why: String) -> Action {
@@ -391,10 +413,10 @@ async fn fail(pvc: &PersistentVolumeClaim, ctx: &Ctx, warning: bool, why: String
     Action::await_change()
 }
 
-/// The CHAP Secret a SAN PV points to (created or updated in storch's namespace).
+/// The CHAP Secret `name` a SAN PV points to (created or updated in storch's namespace).
 async fn write_chap_secret(
     ctx: &Ctx,
-    backend: &str,
+    name: &str,
     volume: &str,
     access: &crate::model::AccessInfo,
 ) -> Result<(), ReconcileError> {
@@ -422,10 +444,9 @@ async fn write_chap_secret(
             data.insert(format!("{prefix}.{k}"), ByteString(v.clone().into_bytes()));
         }
     }
-    let name = translate::chap_secret_name(backend, &user);
     let secret = Secret {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_string()),
             namespace: Some(ctx.namespace.clone()),
             ..ObjectMeta::default()
         },
@@ -437,10 +458,10 @@ async fn write_chap_secret(
     match api.create(&PostParams::default(), &secret).await {
         Ok(_) => Ok(()),
         Err(e) if is_conflict(&e) => {
-            let mut current = api.get(&name).await?;
+            let mut current = api.get(name).await?;
             current.type_ = secret.type_;
             current.data = secret.data;
-            api.replace(&name, &PostParams::default(), &current).await?;
+            api.replace(name, &PostParams::default(), &current).await?;
             Ok(())
         }
         Err(e) => Err(e.into()),

@@ -110,6 +110,7 @@ async fn sync(
         storage_classes: good.values().map(|c| c.config.clone()).collect(),
     };
     let request = RequestCtx::new("k8s:storageclasses");
+    let _sync = ctx.class_sync.write().await;
     match ctx.core.apply_declared(&request, declared).await {
         Ok(report) => {
             if !(report.classes_added.is_empty()

@@ -116,6 +116,10 @@ pub(crate) struct Ctx {
     identity: String,
     /// Our StorageClasses by name, as last seen (valid ones only).
     classes: RwLock<BTreeMap<String, FrontendClass>>,
+    /// Held for writing while a class change reaches the core and then `classes`, for reading
+    /// while a claim's class is chosen: a claim never sees the core's classes ahead of ours
+    /// (a claim made once storch shows a new default class sees it as a default too).
+    class_sync: tokio::sync::RwLock<()>,
     recorder: Recorder,
     /// Consecutive failures per object, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -246,6 +250,7 @@ impl Frontend {
             namespace,
             identity,
             classes: RwLock::new(BTreeMap::new()),
+            class_sync: tokio::sync::RwLock::new(()),
             failures: Mutex::new(HashMap::new()),
         });
         tracing::info!(

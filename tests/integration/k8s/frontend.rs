@@ -7,216 +7,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::fake_kube::FakeKube;
+use crate::support::kube_env::{Env, Node, WAIT, class_yaml, pvc_yaml};
 use crate::support::*;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use serde_json::{Value, json};
-use storch::actors::{Core, CoreRuntime, RequestCtx, VolumeState};
-use storch::k8s::{Frontend, KubeOptions, KubeSource};
-
-const WAIT: Duration = Duration::from_secs(20);
-
-/// A core with a frontend on the fake API server.
-struct Node {
-    runtime: CoreRuntime,
-    frontend: Frontend,
-}
-
-impl Node {
-    async fn start(dir: &Path, kube: &FakeKube, identity: &str) -> Node {
-        let runtime = start(dir).await;
-        let mut opts = KubeOptions::new(KubeSource::ApiServer(kube.url.clone()));
-        opts.identity = Some(identity.to_string());
-        opts.namespace = Some("storch".into());
-        opts.node_name = Some("node-1".into());
-        opts.lease_duration = Duration::from_secs(2);
-        let frontend = Frontend::start(runtime.core(), opts)
-            .await
-            .expect("frontend starts");
-        Node { runtime, frontend }
-    }
-
-    fn core(&self) -> Core {
-        self.runtime.core()
-    }
-
-    async fn stop(self) {
-        self.frontend.shutdown().await;
-        self.runtime.shutdown().await;
-    }
-}
-
-/// The fake API server, a kube client for the test's own writes, and one storch.
-struct Env {
-    kube: FakeKube,
-    client: kube::Client,
-    node: Node,
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    async fn start() -> Env {
-        let kube = FakeKube::start().await;
-        let client = kube.client();
-        let dir = tempfile::tempdir().unwrap();
-        let node = Node::start(&dir.path().join("a"), &kube, "storch-a").await;
-        Env {
-            kube,
-            client,
-            node,
-            dir,
-        }
-    }
-
-    fn core(&self) -> Core {
-        self.node.core()
-    }
-
-    async fn add_backend(&self, doc: Value) {
-        self.core()
-            .add_backend(&RequestCtx::random(), doc)
-            .await
-            .expect("backend added");
-    }
-
-    /// Creates the objects of a YAML manifest (one or more documents) as `kubectl create`.
-    async fn create(&self, yaml: &str) {
-        for doc in yaml.split("\n---") {
-            if doc.trim().is_empty() {
-                continue;
-            }
-            let value = storch::yaml::parse(doc).expect("valid YAML");
-            match value["kind"].as_str() {
-                Some("StorageClass") => {
-                    let sc: StorageClass = serde_json::from_value(value).unwrap();
-                    Api::<StorageClass>::all(self.client.clone())
-                        .create(&PostParams::default(), &sc)
-                        .await
-                        .unwrap();
-                }
-                Some("PersistentVolumeClaim") => {
-                    let pvc: PersistentVolumeClaim = serde_json::from_value(value).unwrap();
-                    let ns = pvc.metadata.namespace.clone().unwrap_or("default".into());
-                    Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &ns)
-                        .create(&PostParams::default(), &pvc)
-                        .await
-                        .unwrap();
-                }
-                other => panic!("unexpected kind {other:?}"),
-            }
-        }
-    }
-
-    async fn create_sample(&self, file: &str) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples/kubernetes")
-            .join(file);
-        self.create(&std::fs::read_to_string(path).unwrap()).await;
-    }
-
-    async fn delete_pvc(&self, ns: &str, name: &str) {
-        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns)
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
-    }
-
-    fn pvc(&self, ns: &str, name: &str) -> Value {
-        self.kube
-            .get("persistentvolumeclaims", Some(ns), name)
-            .unwrap_or_else(|| panic!("no PVC {ns}/{name}"))
-    }
-
-    /// The storch name of a claim.
-    fn volume_name(&self, ns: &str, name: &str) -> String {
-        crate::support::fake_kube::claim_volume_name(&self.kube, ns, name)
-    }
-
-    fn pv(&self, name: &str) -> Option<Value> {
-        self.kube.get("persistentvolumes", None, name)
-    }
-
-    /// Waits until the claim is Bound to a PV and returns the PV.
-    async fn bound(&self, ns: &str, name: &str) -> Value {
-        self.kube
-            .wait_for(
-                |k| {
-                    k.get("persistentvolumeclaims", Some(ns), name)
-                        .is_some_and(|p| p["status"]["phase"] == "Bound")
-                },
-                WAIT,
-                &format!("PVC {ns}/{name} bound; events: {:#?}", self.events()),
-            )
-            .await;
-        let pv_name = self.pvc(ns, name)["spec"]["volumeName"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        self.pv(&pv_name).expect("the bound PV exists")
-    }
-
-    /// Every event as (regarding kind/name, type, reason, note).
-    fn events(&self) -> Vec<(String, String, String, String)> {
-        self.kube
-            .list("events.events.k8s.io", None)
-            .into_iter()
-            .map(|e| {
-                (
-                    format!(
-                        "{}/{}",
-                        e["regarding"]["kind"].as_str().unwrap_or_default(),
-                        e["regarding"]["name"].as_str().unwrap_or_default()
-                    ),
-                    e["type"].as_str().unwrap_or_default().to_string(),
-                    e["reason"].as_str().unwrap_or_default().to_string(),
-                    e["note"].as_str().unwrap_or_default().to_string(),
-                )
-            })
-            .collect()
-    }
-
-    /// Waits for an event about `regarding` (`Kind/name`) with `reason`; returns its note.
-    async fn event(&self, regarding: &str, reason: &str) -> String {
-        let find = |env: &Env| {
-            env.events()
-                .into_iter()
-                .find(|(r, _, why, _)| r == regarding && why == reason)
-        };
-        for _ in 0..1000 {
-            if let Some((_, _, _, note)) = find(self) {
-                return note;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!(
-            "no {reason} event for {regarding}; events: {:#?}",
-            self.events()
-        );
-    }
-
-    async fn stop(self) {
-        self.node.stop().await;
-        self.kube.shutdown().await;
-        drop(self.dir);
-    }
-}
-
-fn pvc_yaml(name: &str, class: Option<&str>, extra_meta: &str) -> String {
-    let class = class
-        .map(|c| format!("  storageClassName: {c}\n"))
-        .unwrap_or_default();
-    format!(
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: {name}\n  namespace: default\n{extra_meta}spec:\n  accessModes: [ReadWriteOnce]\n{class}  resources:\n    requests:\n      storage: 1Gi\n"
-    )
-}
-
-fn class_yaml(name: &str, provisioner: &str, params: &str, extra_meta: &str) -> String {
-    format!(
-        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: {name}\n{extra_meta}provisioner: {provisioner}\nparameters:\n{params}"
-    )
-}
+use storch::actors::{RequestCtx, VolumeState};
 
 // ---------------------------------------------------------------------------------------------
 
@@ -916,7 +713,6 @@ async fn local_volumes_become_local_pvs_pinned_to_the_node() {
 /// namespace that holds the credentials; the secrets appear nowhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chap_volumes_get_an_iscsi_pv_and_a_chap_secret() {
-    use base64::Engine;
     let env = Env::start().await;
     let mut san = fake_backend("san_1", "block", &[("p1", ssd())]);
     san["useCHAP"] = json!(true);
@@ -944,22 +740,8 @@ async fn chap_volumes_get_an_iscsi_pv_and_a_chap_secret() {
         iscsi["secretRef"],
         json!({"name": secret_name, "namespace": "storch"})
     );
-    let secret = env
-        .kube
-        .get("secrets", Some("storch"), secret_name)
-        .expect("the CHAP secret");
-    assert_eq!(secret["type"], "kubernetes.io/iscsi-chap");
-    let data = |key: &str| {
-        let b64 = secret["data"][key]
-            .as_str()
-            .unwrap_or_else(|| panic!("{key}"));
-        String::from_utf8(
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .unwrap(),
-        )
-        .unwrap()
-    };
+    let secret = env.chap_secret(secret_name);
+    let data = |key: &str| secret.get(key).unwrap_or_else(|| panic!("{key}")).clone();
     for prefix in ["discovery.sendtargets.auth", "node.session.auth"] {
         assert_eq!(data(&format!("{prefix}.username")), "fake-chap-san_1");
         assert_eq!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::Value;
-use storch::actors::CoreRuntime;
+use storch::actors::{Core, CoreRuntime};
 use storch::api::{AuthToken, RouterOptions, ServeOptions};
 
 /// A token for tests (long enough to be accepted).
@@ -26,8 +26,15 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Serves `runtime`'s core with `options` on 127.0.0.1:0.
+    /// Serves `runtime`'s core with `options` on 127.0.0.1:0 (and stops it with the server).
     pub async fn start(runtime: CoreRuntime, options: ServeOptions) -> TestServer {
+        let mut server = TestServer::serving(runtime.core(), options).await;
+        server.runtime = Some(runtime);
+        server
+    }
+
+    /// Serves `core` with `options` on 127.0.0.1:0; whoever started the core stops it.
+    pub async fn serving(core: Core, options: ServeOptions) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let scheme = if options.tls.is_some() {
@@ -38,7 +45,7 @@ impl TestServer {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(storch::api::serve_with(
             listener,
-            runtime.core(),
+            core,
             options,
             async move {
                 let _ = stop_rx.await;
@@ -47,7 +54,7 @@ impl TestServer {
         TestServer {
             addr,
             url: format!("{scheme}://{addr}"),
-            runtime: Some(runtime),
+            runtime: None,
             stop: Some(stop_tx),
             task: Some(task),
         }

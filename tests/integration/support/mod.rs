@@ -1,13 +1,15 @@
 //! Everything the integration tests share, once: a core ([`start`], [`start_with`]), backend
 //! documents ([`fake_backend`]), waiting for background work ([`eventually`]), the REST server
 //! in-process ([`http`]) and as a child process ([`server`]), the fake Kubernetes API
-//! ([`fake_kube`]), a real etcd ([`etcd`]), the ONTAP simulator ([`ontap`]), the crash tests'
+//! ([`fake_kube`]) and a storch with its Kubernetes frontend on it ([`kube_env`]), a real etcd
+//! ([`etcd`]), the ONTAP and SolidFire simulators ([`ontap`], [`solidfire`]), the crash tests'
 //! load ([`load`]), and the two rules of a shared test process ([`heavy`],
 //! [`in_own_process`]).
 
 pub mod etcd;
 pub mod fake_kube;
 pub mod http;
+pub mod kube_env;
 pub mod load;
 pub mod ontap;
 pub mod server;
