@@ -1,7 +1,8 @@
 //! Everything the integration tests share, once: a core ([`start`], [`start_with`]), backend
 //! documents ([`fake_backend`]), waiting for background work ([`eventually`]), the REST server
 //! in-process ([`http`]) and as a child process ([`server`]), the fake Kubernetes API
-//! ([`fake_kube`]), a real etcd ([`etcd`]), the ONTAP simulator ([`ontap`]), the crash tests'
+//! ([`fake_kube`]), a real etcd ([`etcd`]), the ONTAP simulator ([`ontap`]), the `storch-sim`
+//! binary as a child process ([`sim_process`]), the crash tests'
 //! load ([`load`]), and the two rules of a shared test process ([`heavy`],
 //! [`in_own_process`]).
 
@@ -11,6 +12,7 @@ pub mod http;
 pub mod load;
 pub mod ontap;
 pub mod server;
+pub mod sim_process;
 pub mod solidfire;
 
 pub use load::{Acked, check_acknowledged, load};
