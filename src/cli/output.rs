@@ -315,11 +315,7 @@ fn offers(attributes: Option<&Value>) -> String {
         return String::new();
     };
     let one = |v: &Value| match v {
-        Value::Array(values) => values
-            .iter()
-            .map(|v| one_value(v))
-            .collect::<Vec<_>>()
-            .join(","),
+        Value::Array(values) => values.iter().map(one_value).collect::<Vec<_>>().join(","),
         other => one_value(other),
     };
     attributes

@@ -427,7 +427,7 @@ async fn the_labs_kubernetes_claims_bind_on_the_expected_backends() {
                 iscsi["secretRef"],
                 json!({"name": chap, "namespace": "storch"})
             );
-            let on_array = lab.sf_volume(&v["Config"]["internalName"].as_str().unwrap());
+            let on_array = lab.sf_volume(v["Config"]["internalName"].as_str().unwrap());
             assert_eq!(on_array.unwrap().total_size, 2 * GIB);
         } else {
             assert_eq!(pv["spec"]["nfs"]["server"], "192.0.2.10", "{pv}");
