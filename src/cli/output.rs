@@ -256,15 +256,10 @@ fn volume_table(items: &[Value], wide: bool) -> Table {
 fn snapshot_table(items: &[Value]) -> Table {
     let mut table = Table::new(["VOLUME", "NAME", "SIZE", "CREATED", "STATE"]);
     for s in items {
-        let size = s
-            .get("sizeBytes")
-            .and_then(Value::as_u64)
-            .map(format_size)
-            .unwrap_or_default();
         table.row([
             text(s, &["volume"]),
             text(s, &["name"]),
-            size,
+            bytes(s, "sizeBytes"),
             text(s, &["created"]),
             text(s, &["state"]),
         ]);
@@ -279,15 +274,10 @@ fn pool_table(items: &[Value], wide: bool) -> Table {
     }
     let mut table = Table::new(headers);
     for p in items {
-        let free = p
-            .get("freeBytes")
-            .and_then(Value::as_u64)
-            .map(format_size)
-            .unwrap_or_default();
         let mut row = vec![
             text(p, &["backend"]),
             text(p, &["name"]),
-            free,
+            bytes(p, "freeBytes"),
             offers(p.get("storageAttributes")),
         ];
         if wide {
@@ -355,6 +345,14 @@ pub fn text(v: &Value, path: &[&str]) -> String {
         Value::Bool(b) => b.to_string(),
         _ => String::new(),
     }
+}
+
+/// The byte count at `key` in IEC units (`2 GiB`); empty when there is none.
+fn bytes(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .map(format_size)
+        .unwrap_or_default()
 }
 
 /// The length of the array or object at `path`, as text.

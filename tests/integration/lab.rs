@@ -27,6 +27,12 @@ const ONTAP: &str = "ontapnas_192.0.2.10";
 const SOLIDFIRE: &str = "solidfire_192.0.2.21";
 const GIB: u64 = 1 << 30;
 
+/// The rows of a volume table, as `storch get volume` (and create, clone, resize) print it.
+fn volume_rows(out: Out) -> Vec<Vec<String>> {
+    let columns = "NAME|SIZE|STORAGE CLASS|PROTOCOL|BACKEND|POOL|STATE";
+    out.ok().table(&columns.split('|').collect::<Vec<_>>())
+}
+
 /// The lab's classes and the one pool each must land on.
 const CLASSES: [(&str, &str, &str); 4] = [
     ("solidfire-bronze", SOLIDFIRE, "Bronze"),
@@ -158,7 +164,16 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
         ]
     );
 
-    // The pools and their offers: one pool per QoS type, with distinct IOPS ranges.
+    pools_and_offers(&lab);
+    classes_and_a_volume_in_each(&lab);
+    why_bronze_went_where_it_went(&lab);
+    snapshot_clone_resize_delete(&lab);
+    let mut lab = lab;
+    lab.server.stop();
+}
+
+/// docs/lab.md §4: one pool per QoS type, with distinct IOPS ranges; no secret shown.
+fn pools_and_offers(lab: &Lab) {
     let rows = lab
         .run(&["get", "pool"], None)
         .ok()
@@ -182,8 +197,15 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
     // The secrets stay sealed: neither password nor CHAP secret is shown.
     let shown = lab.run(&["get", "backend", "-o", "json"], None).ok().stdout;
     assert!(!shown.contains("solidfire123") && !shown.contains("netapp123"));
+    let cluster: Cluster = lab.solidfire.array();
+    let account = cluster.accounts.values().find(|a| a.username == "trident");
+    let account = account.expect("the driver created the tenant account");
+    assert!(!shown.contains(&account.initiator_secret) && !shown.contains(&account.target_secret));
+}
 
-    // The four classes, from the example files: each on exactly one pool.
+/// docs/lab.md §5 and §6: the classes from the example files, each on exactly one pool, and
+/// a volume in each, with its pool's QoS (SolidFire) or as a thin FlexVol on SSD (ONTAP).
+fn classes_and_a_volume_in_each(lab: &Lab) {
     for (class, _, _) in CLASSES {
         let file = example(&format!("lab/storage-class-{class}.json"));
         let rows = lab
@@ -208,18 +230,7 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
         let name = format!("{}-vol", class.trim_start_matches("solidfire-"));
         let size = if backend == ONTAP { "1Gi" } else { "2Gi" };
         let doc = json!({"name": name, "size": size, "storageClass": class});
-        let rows = lab
-            .run(&["create", "volume", "-f", "-"], Some(&doc.to_string()))
-            .ok()
-            .table(&[
-                "NAME",
-                "SIZE",
-                "STORAGE CLASS",
-                "PROTOCOL",
-                "BACKEND",
-                "POOL",
-                "STATE",
-            ]);
+        let rows = volume_rows(lab.run(&["create", "volume", "-f", "-"], Some(&doc.to_string())));
         assert_eq!(rows[0][4..6], [backend, pool], "{class}: {rows:?}");
         assert_eq!(rows[0][6], "online");
     }
@@ -237,8 +248,10 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
     let flexvol = lab.ontap_volume("trident_ontap_gold_vol").unwrap();
     assert_eq!(flexvol.aggregates, ["aggr1"]);
     assert_eq!(flexvol.space_guarantee, "none");
+}
 
-    // Why bronze went where it went.
+/// docs/lab.md §7: `explain` names why every pool but Bronze is no candidate for bronze.
+fn why_bronze_went_where_it_went(lab: &Lab) {
     let out = lab
         .run(&["explain", "storageclass", "solidfire-bronze"], None)
         .ok();
@@ -265,8 +278,11 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
             ["no", "IOPS: requested 1500, the pool does not offer it"]
         );
     }
+}
 
-    // A snapshot and a clone of it: a new volume on the array with the source's QoS.
+/// docs/lab.md §8: a snapshot and a clone of it (the array copies the source's QoS), a
+/// resize, and a delete that purges the array volume.
+fn snapshot_clone_resize_delete(lab: &Lab) {
     let rows = lab
         .run(&["create", "snapshot", "gold-vol/before-upgrade"], None)
         .ok()
@@ -279,27 +295,16 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
             .values()
             .any(|s| s.name == "before-upgrade")
     );
-    let rows = lab
-        .run(
-            &[
-                "create",
-                "volume",
-                "gold-clone",
-                "--clone-from",
-                "gold-vol/before-upgrade",
-            ],
-            None,
-        )
-        .ok()
-        .table(&[
-            "NAME",
-            "SIZE",
-            "STORAGE CLASS",
-            "PROTOCOL",
-            "BACKEND",
-            "POOL",
-            "STATE",
-        ]);
+    let rows = volume_rows(lab.run(
+        &[
+            "create",
+            "volume",
+            "gold-clone",
+            "--clone-from",
+            "gold-vol/before-upgrade",
+        ],
+        None,
+    ));
     assert_eq!(
         rows[0][..5],
         ["gold-clone", "2 GiB", "solidfire-gold", "block", SOLIDFIRE]
@@ -309,18 +314,7 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
     assert_eq!(clone.status, "active");
 
     // A resize grows the array volume.
-    let rows = lab
-        .run(&["resize", "volume", "silver-vol", "4Gi"], None)
-        .ok()
-        .table(&[
-            "NAME",
-            "SIZE",
-            "STORAGE CLASS",
-            "PROTOCOL",
-            "BACKEND",
-            "POOL",
-            "STATE",
-        ]);
+    let rows = volume_rows(lab.run(&["resize", "volume", "silver-vol", "4Gi"], None));
     assert_eq!(rows[0][..2], ["silver-vol", "4 GiB"]);
     assert_eq!(lab.sf_volume("silver-vol").unwrap().total_size, 4 * GIB);
 
@@ -336,8 +330,6 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
     let mut on_array: Vec<&str> = cluster.volumes.values().map(|v| v.name.as_str()).collect();
     on_array.sort();
     assert_eq!(on_array, ["gold-clone", "gold-vol", "silver-vol"]);
-    let mut lab = lab;
-    lab.server.stop();
 }
 
 /// A YAML file of `examples/lab/kubernetes/` as `kubectl apply -f` would send it.
