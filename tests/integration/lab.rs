@@ -8,8 +8,10 @@
 //!   snapshot, a clone, a resize and a delete with their effects on the arrays, and `explain`
 //!   naming why bronze went to the Bronze pool.
 //! - The Kubernetes part: the lab's StorageClass and PVC YAMLs applied to the fake API server
-//!   with `storch serve --kubeconfig`: every claim binds to a PV on the expected backend and
-//!   pool (iSCSI with the CHAP Secret for SolidFire, NFS for ONTAP), the clone included.
+//!   with `storch serve --kubeconfig`: the StorageClasses take over the classes made over the
+//!   CLI, every claim binds to a PV on the expected backend and pool (iSCSI with the CHAP
+//!   Secret for SolidFire, NFS for ONTAP), the clone included, and a deleted StorageClass is a
+//!   deleted class whose volumes stay.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -132,6 +134,29 @@ impl Lab {
         );
     }
 
+    /// `storch create storageclass -f examples/lab/storage-class-CLASS.json` for the four
+    /// classes: each gets exactly its one pool.
+    fn create_classes(&self) {
+        for (class, _, _) in CLASSES {
+            let file = example(&format!("lab/storage-class-{class}.json"));
+            let rows = self
+                .run(&["create", "sc", "-f", file.to_str().unwrap()], None)
+                .ok()
+                .table(&["NAME", "POOLS"]);
+            assert_eq!(rows, [[class, "1"]]);
+        }
+        let classes = self.run(&["get", "sc", "-o", "json"], None).ok().json();
+        for (class, backend, pool) in CLASSES {
+            let item = classes["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["Config"]["name"] == class)
+                .unwrap();
+            assert_eq!(item["storage"], json!({backend: [pool]}), "{class}");
+        }
+    }
+
     fn sf_volume(&self, name: &str) -> Option<storch::sim::solidfire::state::Volume> {
         let cluster: Cluster = self.solidfire.array();
         cluster.volumes.values().find(|v| v.name == name).cloned()
@@ -206,24 +231,7 @@ fn pools_and_offers(lab: &Lab) {
 /// docs/lab.md §5 and §6: the classes from the example files, each on exactly one pool, and
 /// a volume in each, with its pool's QoS (SolidFire) or as a thin FlexVol on SSD (ONTAP).
 fn classes_and_a_volume_in_each(lab: &Lab) {
-    for (class, _, _) in CLASSES {
-        let file = example(&format!("lab/storage-class-{class}.json"));
-        let rows = lab
-            .run(&["create", "sc", "-f", file.to_str().unwrap()], None)
-            .ok()
-            .table(&["NAME", "POOLS"]);
-        assert_eq!(rows, [[class, "1"]]);
-    }
-    let classes = lab.run(&["get", "sc", "-o", "json"], None).ok().json();
-    for (class, backend, pool) in CLASSES {
-        let item = classes["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["Config"]["name"] == class)
-            .unwrap();
-        assert_eq!(item["storage"], json!({backend: [pool]}), "{class}");
-    }
+    lab.create_classes();
 
     // A volume in each class lands on the class's pool.
     for (class, backend, pool) in CLASSES {
@@ -370,14 +378,20 @@ async fn the_labs_kubernetes_claims_bind_on_the_expected_backends() {
     let kubeconfig = kube.kubeconfig(dir.path());
     let lab = Lab::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]).await;
     lab.add_backends().await;
+    // As on the page: the classes of the CLI part exist; the StorageClasses take them over.
+    lab.create_classes();
     for (class, _, _) in CLASSES {
         apply(&kube, &format!("storage-class-{class}.yaml"));
     }
-    eventually("the four StorageClasses are storch classes", async || {
-        let out = lab.run(&["get", "sc", "-o", "name"], None);
-        out.code == 0 && out.stdout.lines().count() == 4
-    })
-    .await;
+    for (class, _, _) in CLASSES {
+        let object = format!("storageclass/{class}");
+        eventually(&format!("{class} managed by Kubernetes"), async || {
+            let out = lab.run(&["events", "--object", &object], None).ok();
+            out.stdout
+                .contains(&format!("storage class {class} is managed by kubernetes"))
+        })
+        .await;
+    }
     let claims = [
         (
             "lab-bronze",
@@ -452,6 +466,16 @@ async fn the_labs_kubernetes_claims_bind_on_the_expected_backends() {
             .unwrap()
             .contains(v["Config"]["internalName"].as_str().unwrap())
     );
+
+    // A StorageClass deleted in Kubernetes is a class deleted in storch; its volumes stay.
+    kube.remove("storageclasses", None, "solidfire-bronze");
+    eventually("solidfire-bronze deleted", async || {
+        let out = lab.run(&["get", "sc", "-o", "name"], None).ok();
+        !out.stdout.contains("solidfire-bronze")
+    })
+    .await;
+    let pv = claim_volume_name(&kube, "default", "lab-bronze");
+    lab.run(&["get", "volume", &pv], None).ok();
     let mut lab = lab;
     lab.server.stop();
     kube.shutdown().await;
