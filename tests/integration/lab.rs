@@ -467,6 +467,19 @@ async fn the_labs_kubernetes_claims_bind_on_the_expected_backends() {
             .contains(v["Config"]["internalName"].as_str().unwrap())
     );
 
+    // A deleted claim releases its PV; with the Delete policy the volume goes, then the PV.
+    let silver = claim_volume_name(&kube, "default", "lab-silver");
+    kube.remove("persistentvolumeclaims", Some("default"), "lab-silver");
+    kube.wait_for(
+        |k| k.get("persistentvolumes", None, &silver).is_none(),
+        Duration::from_secs(30),
+        "lab-silver's PV deleted",
+    )
+    .await;
+    assert!(lab.sf_volume(&silver).is_none(), "purged from the array");
+    lab.run(&["get", "volume", &silver], None)
+        .fails_with("not found");
+
     // A StorageClass deleted in Kubernetes is a class deleted in storch; its volumes stay.
     kube.remove("storageclasses", None, "solidfire-bronze");
     eventually("solidfire-bronze deleted", async || {
