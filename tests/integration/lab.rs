@@ -325,6 +325,9 @@ fn snapshot_clone_resize_delete(lab: &Lab) {
     let rows = volume_rows(lab.run(&["resize", "volume", "silver-vol", "4Gi"], None));
     assert_eq!(rows[0][..2], ["silver-vol", "4 GiB"]);
     assert_eq!(lab.sf_volume("silver-vol").unwrap().total_size, 4 * GIB);
+    lab.run(&["resize", "volume", "silver-vol", "1Gi"], None)
+        .fails_with("shrinking to 1073741824 is not supported (400 Bad Request)");
+    assert_eq!(lab.sf_volume("silver-vol").unwrap().total_size, 4 * GIB);
 
     // A delete removes the volume from storch and purges it from the array.
     lab.run(&["delete", "volume", "bronze-vol"], None).ok();
