@@ -5,13 +5,14 @@
 //!
 //! - The CLI part: the two backends (ONTAP NAS with the CLI, SolidFire over REST), their
 //!   pools and offers, the four classes each on exactly one pool, a volume in each class, a
-//!   snapshot, a clone, a resize and a delete with their effects on the arrays, and `explain`
-//!   naming why bronze went to the Bronze pool.
+//!   snapshot, a clone, a resize (and a refused shrink) and a delete with their effects on the
+//!   arrays, and `explain` naming why bronze went to the Bronze pool.
 //! - The Kubernetes part: the lab's StorageClass and PVC YAMLs applied to the fake API server
 //!   with `storch serve --kubeconfig`: the StorageClasses take over the classes made over the
 //!   CLI, every claim binds to a PV on the expected backend and pool (iSCSI with the CHAP
-//!   Secret for SolidFire, NFS for ONTAP), the clone included, and a deleted StorageClass is a
-//!   deleted class whose volumes stay.
+//!   Secret for SolidFire, NFS for ONTAP), the clone included; a deleted claim's volume leaves
+//!   the array before its PV goes, and a deleted StorageClass is a deleted class whose volumes
+//!   stay.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
