@@ -155,6 +155,13 @@ pub enum GetKind {
         #[arg(value_name = "VOLUME[/SNAPSHOT]")]
         targets: Vec<String>,
     },
+    /// Show the storage pools of backends (of all of them without names): free space, what
+    /// each offers, and (wide) the storage classes that use it.
+    #[command(visible_aliases = ["pools"])]
+    Pool {
+        #[arg(value_name = "BACKEND")]
+        backends: Vec<String>,
+    },
 }
 
 /// `delete KIND NAME… | --all`

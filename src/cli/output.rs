@@ -109,6 +109,8 @@ pub enum Kind {
     StorageClass,
     Volume,
     Snapshot,
+    /// A backend's pool, as the backend shows it plus `backend` (`get pool`).
+    Pool,
 }
 
 impl Kind {
@@ -117,7 +119,14 @@ impl Kind {
         match self {
             Kind::Backend => text(item, &["name"]),
             Kind::StorageClass | Kind::Volume => text(item, &["Config", "name"]),
-            Kind::Snapshot => format!("{}/{}", text(item, &["volume"]), text(item, &["name"])),
+            Kind::Snapshot | Kind::Pool => {
+                let owner = if self == Kind::Snapshot {
+                    "volume"
+                } else {
+                    "backend"
+                };
+                format!("{}/{}", text(item, &[owner]), text(item, &["name"]))
+            }
         }
     }
 
@@ -127,6 +136,7 @@ impl Kind {
             Kind::StorageClass => class_table(items),
             Kind::Volume => volume_table(items, wide),
             Kind::Snapshot => snapshot_table(items),
+            Kind::Pool => pool_table(items, wide),
         }
     }
 
@@ -246,20 +256,77 @@ fn volume_table(items: &[Value], wide: bool) -> Table {
 fn snapshot_table(items: &[Value]) -> Table {
     let mut table = Table::new(["VOLUME", "NAME", "SIZE", "CREATED", "STATE"]);
     for s in items {
-        let size = s
-            .get("sizeBytes")
-            .and_then(Value::as_u64)
-            .map(format_size)
-            .unwrap_or_default();
         table.row([
             text(s, &["volume"]),
             text(s, &["name"]),
-            size,
+            bytes(s, "sizeBytes"),
             text(s, &["created"]),
             text(s, &["state"]),
         ]);
     }
     table
+}
+
+fn pool_table(items: &[Value], wide: bool) -> Table {
+    let mut headers = vec!["BACKEND", "POOL", "FREE", "OFFERS"];
+    if wide {
+        headers.push("STORAGE CLASSES");
+    }
+    let mut table = Table::new(headers);
+    for p in items {
+        let mut row = vec![
+            text(p, &["backend"]),
+            text(p, &["name"]),
+            bytes(p, "freeBytes"),
+            offers(p.get("storageAttributes")),
+        ];
+        if wide {
+            let classes: Vec<String> = p
+                .get("storageClasses")
+                .and_then(Value::as_array)
+                .map(|c| {
+                    c.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            row.push(classes.join(","));
+        }
+        table.row(row);
+    }
+    table
+}
+
+/// A pool's offers in one line, in attribute order: `IOPS=1000-2000 media=ssd,hdd
+/// snapshots=true`.
+fn offers(attributes: Option<&Value>) -> String {
+    let Some(Value::Object(attributes)) = attributes else {
+        return String::new();
+    };
+    let one = |v: &Value| match v {
+        Value::Array(values) => values.iter().map(one_value).collect::<Vec<_>>().join(","),
+        other => one_value(other),
+    };
+    attributes
+        .iter()
+        .map(|(name, offer)| {
+            let value = match (offer.get("offer"), offer.get("min"), offer.get("max")) {
+                (Some(o), _, _) => one(o),
+                (None, Some(min), Some(max)) => format!("{}-{}", one_value(min), one_value(max)),
+                _ => one_value(offer),
+            };
+            format!("{name}={value}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn one_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The value at `path` as text: strings as they are, numbers and booleans written out,
@@ -278,6 +345,14 @@ pub fn text(v: &Value, path: &[&str]) -> String {
         Value::Bool(b) => b.to_string(),
         _ => String::new(),
     }
+}
+
+/// The byte count at `key` in IEC units (`2 GiB`); empty when there is none.
+fn bytes(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .map(format_size)
+        .unwrap_or_default()
 }
 
 /// The length of the array or object at `path`, as text.
@@ -357,6 +432,30 @@ mod tests {
         assert_eq!(human_size("1073741824"), "1 GiB");
         assert_eq!(human_size("lots"), "lots");
         assert_eq!(human_size(""), "");
+    }
+
+    #[test]
+    fn pools_show_their_offers_on_one_line() {
+        let pools = vec![
+            json!({"backend": "sf", "name": "Gold", "freeBytes": 1u64 << 40,
+            "storageClasses": ["gold", "fast"],
+            "storageAttributes": {"IOPS": {"min": 7000, "max": 9000},
+                "media": {"offer": ["ssd", "hybrid"]}, "snapshots": {"offer": true}}}),
+        ];
+        let t = Kind::Pool.table(&pools, true).render();
+        assert!(
+            t.contains(
+                "| sf      | Gold | 1 TiB | IOPS=7000-9000 media=ssd,hybrid snapshots=true \
+                 | gold,fast       |"
+            ),
+            "{t}"
+        );
+        assert_eq!(
+            Kind::Pool.render(OutputFormat::Name, &pools).unwrap(),
+            "sf/Gold\n"
+        );
+        let t = Kind::Pool.table(&[json!({"name": "p"})], false).render();
+        assert!(t.contains("|         | p    |      |        |"), "{t}");
     }
 
     #[test]

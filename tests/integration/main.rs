@@ -12,6 +12,7 @@ mod core;
 mod crash;
 mod deploy;
 mod k8s;
+mod lab;
 mod layering;
 mod local;
 mod migrations;

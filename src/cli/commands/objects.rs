@@ -115,7 +115,30 @@ pub async fn get(ctx: &Ctx, kind: GetKind) -> CliResult<()> {
         GetKind::StorageClass { names } => get_objects(ctx, &STORAGE_CLASS, names).await,
         GetKind::Volume { names } => get_objects(ctx, &VOLUME, names).await,
         GetKind::Snapshot { targets } => get_snapshots(ctx, targets).await,
+        GetKind::Pool { backends } => {
+            let backends = fetch_objects(ctx, &BACKEND, backends).await?;
+            ctx.print(Kind::Pool, &pools_of(&backends))
+        }
     }
+}
+
+/// Every pool of `backends` (in the order of the backends, then of the pool names), each as
+/// the backend shows it plus the backend's name under `backend`.
+fn pools_of(backends: &[Value]) -> Vec<Value> {
+    let mut pools = Vec::new();
+    for b in backends {
+        let Some(storage) = b.get("storage").and_then(Value::as_object) else {
+            continue;
+        };
+        for pool in storage.values() {
+            let mut pool = pool.clone();
+            if let Some(fields) = pool.as_object_mut() {
+                fields.insert("backend".into(), b.get("name").cloned().unwrap_or_default());
+            }
+            pools.push(pool);
+        }
+    }
+    pools
 }
 
 pub async fn delete(ctx: &Ctx, kind: DeleteKind) -> CliResult<()> {
@@ -185,9 +208,15 @@ async fn get_one(ctx: &Ctx, res: &Resource, name: &str) -> Result<Value, RestErr
     take(&mut doc, res.item_key, &url)
 }
 
+/// Prints the named objects, or every one.
+async fn get_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult<()> {
+    let items = fetch_objects(ctx, res, names).await?;
+    ctx.print(res.kind, &items)
+}
+
 /// The named objects, or every one when no name is given (objects deleted between the list
 /// and their GET are left out).
-async fn get_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult<()> {
+async fn fetch_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult<Vec<Value>> {
     let listing = names.is_empty();
     let names = if listing {
         list_names(ctx, res).await?
@@ -207,7 +236,7 @@ async fn get_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult
             }
         }
     }
-    ctx.print(res.kind, &items)
+    Ok(items)
 }
 
 async fn list_names(ctx: &Ctx, res: &Resource) -> CliResult<Vec<String>> {

@@ -17,15 +17,15 @@ use crate::support;
 
 /// What a `storch` run printed and how it ended.
 #[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {
     #[track_caller]
-    fn ok(self) -> Out {
+    pub(crate) fn ok(self) -> Out {
         assert_eq!(self.code, 0, "expected success: {self:#?}");
         assert!(self.stderr.is_empty(), "stderr: {}", self.stderr);
         self
@@ -33,7 +33,7 @@ impl Out {
 
     /// Exit 1 and an `Error: …` line containing `want`.
     #[track_caller]
-    fn fails_with(self, want: &str) -> Out {
+    pub(crate) fn fails_with(self, want: &str) -> Out {
         assert_eq!(self.code, 1, "expected exit 1: {self:#?}");
         assert!(
             self.stderr.starts_with("Error: ") && self.stderr.contains(want),
@@ -43,7 +43,7 @@ impl Out {
     }
 
     #[track_caller]
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
     }
@@ -51,7 +51,7 @@ impl Out {
     /// The data rows of a bordered table, each a list of trimmed cells, after checking the
     /// header row.
     #[track_caller]
-    fn table(&self, headers: &[&str]) -> Vec<Vec<String>> {
+    pub(crate) fn table(&self, headers: &[&str]) -> Vec<Vec<String>> {
         let rows: Vec<Vec<String>> = self
             .stdout
             .lines()
@@ -73,8 +73,8 @@ impl Out {
     }
 }
 
-/// Runs the binary with a clean environment for server discovery.
-fn storch(args: &[&str], envs: &[(&str, &str)], stdin: Option<&str>) -> Out {
+/// Runs the binary with a clean environment for server discovery (the lab's tests use it too).
+pub(crate) fn storch(args: &[&str], envs: &[(&str, &str)], stdin: Option<&str>) -> Out {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_storch"));
     cmd.args(args)
         .env_remove("STORCH_SERVER")

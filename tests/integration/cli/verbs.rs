@@ -208,7 +208,7 @@ fn errors_say_what_failed_and_exit_1() {
         out.stderr
     );
     // clap's own usage errors keep clap's exit code.
-    assert_eq!(server.run(&["get", "pools"]).code, 2);
+    assert_eq!(server.run(&["get", "nodes"]).code, 2);
 }
 
 /// A port nothing listens on.
