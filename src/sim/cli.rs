@@ -328,52 +328,40 @@ impl EseriesArgs {
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Ontap(args) => {
-            let opts = args.options()?;
-            let sim = OntapSim::start(opts).await.map_err(|e| e.to_string())?;
-            if let Some(p) = sim.cert_path() {
-                eprintln!("storch-sim ontap certificate written to {}", p.display());
-            }
-            println!("storch-sim ontap listening on {}", sim.url());
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            wait_for_signal().await;
+            let sim = OntapSim::start(args.options()?)
+                .await
+                .map_err(|e| e.to_string())?;
+            announce_and_wait("ontap", &sim.url(), sim.cert_path()).await;
             sim.stop().await;
-            Ok(())
         }
         Command::Solidfire(args) => {
-            let opts = args.options()?;
-            let sim = sf::SolidFireSim::start(opts)
+            let sim = sf::SolidFireSim::start(args.options()?)
                 .await
                 .map_err(|e| e.to_string())?;
-            if let Some(p) = sim.cert_path() {
-                eprintln!(
-                    "storch-sim solidfire certificate written to {}",
-                    p.display()
-                );
-            }
-            println!("storch-sim solidfire listening on {}", sim.url());
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            wait_for_signal().await;
+            announce_and_wait("solidfire", &sim.url(), sim.cert_path()).await;
             sim.stop().await;
-            Ok(())
         }
         Command::Eseries(args) => {
-            let opts = args.options()?;
-            let sim = es::EseriesSim::start(opts)
+            let sim = es::EseriesSim::start(args.options()?)
                 .await
                 .map_err(|e| e.to_string())?;
-            if let Some(p) = sim.cert_path() {
-                eprintln!("storch-sim eseries certificate written to {}", p.display());
-            }
-            println!("storch-sim eseries listening on {}", sim.url());
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            wait_for_signal().await;
+            announce_and_wait("eseries", &sim.url(), sim.cert_path()).await;
             sim.stop().await;
-            Ok(())
         }
     }
+    Ok(())
+}
+
+/// Says where the simulator listens (first line of stdout) and where its certificate is, then
+/// waits for SIGINT or SIGTERM.
+async fn announce_and_wait(name: &str, url: &str, cert: Option<&std::path::Path>) {
+    if let Some(p) = cert {
+        eprintln!("storch-sim {name} certificate written to {}", p.display());
+    }
+    println!("storch-sim {name} listening on {url}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    wait_for_signal().await;
 }
 
 async fn wait_for_signal() {
