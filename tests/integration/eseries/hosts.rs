@@ -1,326 +1,254 @@
 //! Host types, hosts, host groups, LUN mappings (lowest free LUN, conflicts, one mapping per
 //! volume, unmap, deleting a mapped volume) and the iSCSI target.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::sim::*;
 
-#[tokio::test]
-async fn hosts_groups_mappings_and_the_iscsi_target() {
-    let dir = tempfile::tempdir().unwrap();
-    let (sim, id) = registered(
-        dir.path(),
-        false,
-        &["--portals", "10.0.1.10,10.0.1.11,10.0.1.12"],
-    )
-    .await;
-    let ssd = pool_ref(&sim, &id, "vg_ssd").await;
-    let (s, types) = sim.request("GET", &sys(&id, "/host-types"), None).await;
-    assert_eq!(s, 200);
-    let lnx = types
+/// The index of linux_dm_mp's host type (code `LnxALUA`).
+async fn linux(a: &Sys) -> u64 {
+    let types = a.get("/host-types").await;
+    types
         .as_array()
         .unwrap()
         .iter()
         .find(|t| t["code"] == "LnxALUA")
-        .expect("linux_dm_mp's code")["index"]
+        .unwrap_or_else(|| panic!("LnxALUA in {types}"))["index"]
         .as_u64()
-        .unwrap();
+        .unwrap()
+}
 
-    let (s, g) = sim
-        .request(
+fn host_body(name: &str, host_type: u64, iqn: &str, group: Option<&str>) -> Value {
+    let mut b = json!({"name": name, "hostType": {"index": host_type},
+                       "ports": [{"type": "iscsi", "port": iqn, "label": format!("{name}_1")}]});
+    if let Some(g) = group {
+        b["groupId"] = json!(g);
+    }
+    b
+}
+
+async fn group(a: &Sys, name: &str) -> String {
+    let g = a
+        .ok(
             "POST",
-            &sys(&id, "/host-groups"),
-            Some(&json!({"name": "trident", "hosts": []})),
+            "/host-groups",
+            json!({"name": name, "hosts": []}),
+            201,
         )
         .await;
-    assert_eq!(s, 201, "{g}");
     assert!(is_ref(&g["clusterRef"], "85"), "{g}");
-    let group = g["clusterRef"].as_str().unwrap().to_string();
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/host-groups"),
-            Some(&json!({"name": "trident"})),
-        )
-        .await;
-    assert_error(&got, 422, "duplicateLabel");
-    let (s, one) = sim
-        .request("GET", &sys(&id, &format!("/host-groups/{group}")), None)
-        .await;
-    assert_eq!((s, one["label"].as_str()), (200, Some("trident")));
+    g["clusterRef"].as_str().unwrap().to_string()
+}
 
-    let host_body = |name: &str, iqn: &str, group: Option<&str>| {
-        let mut b = json!({"name": name, "hostType": {"index": lnx},
-                           "ports": [{"type": "iscsi", "port": iqn, "label": format!("{name}_1")}]});
-        if let Some(g) = group {
-            b["groupId"] = json!(g);
-        }
-        b
-    };
-    let (s, h1) = sim
-        .request(
+async fn host(a: &Sys, name: &str, iqn: &str, group: Option<&str>) -> String {
+    let body = host_body(name, linux(a).await, iqn, group);
+    let h = a.ok("POST", "/hosts", body, 201).await;
+    assert!(is_ref(&h["hostRef"], "84"), "{h}");
+    h["hostRef"].as_str().unwrap().to_string()
+}
+
+fn map(volume: &str, target: &str, lun: Option<u32>) -> Value {
+    let mut b = json!({"mappableObjectId": volume, "targetId": target});
+    if let Some(l) = lun {
+        b["lun"] = json!(l);
+    }
+    b
+}
+
+#[tokio::test]
+async fn hosts_and_host_groups() {
+    let a = Sys::start(&[]).await;
+    let lnx = linux(&a).await;
+    let g = group(&a, "trident").await;
+    a.refused(
+        "POST",
+        "/host-groups",
+        Some(json!({"name": "trident"})),
+        422,
+        "duplicateLabel",
+    )
+    .await;
+    a.refused(
+        "POST",
+        "/host-groups",
+        Some(json!({"name": "g".repeat(31)})),
+        422,
+        "invalidLabel",
+    )
+    .await;
+    assert_eq!(
+        a.get(&format!("/host-groups/{g}")).await["label"],
+        "trident"
+    );
+    let iqn = "iqn.1993-08.org.debian:01:aa";
+    let h = a
+        .ok(
             "POST",
-            &sys(&id, "/hosts"),
-            Some(&host_body(
-                "node1",
-                "iqn.1993-08.org.debian:01:aa",
-                Some(&group),
-            )),
+            "/hosts",
+            host_body("node1", lnx, iqn, Some(&g)),
+            201,
         )
         .await;
-    assert_eq!(s, 201, "{h1}");
-    assert!(is_ref(&h1["hostRef"], "84"), "{h1}");
-    assert_eq!(h1["clusterRef"], group.as_str());
-    assert_eq!(h1["hostTypeIndex"], lnx);
-    assert_eq!(
-        h1["initiators"][0]["nodeName"]["iscsiNodeName"],
-        "iqn.1993-08.org.debian:01:aa"
-    );
-    assert_eq!(h1["initiators"][0]["nodeName"]["ioInterfaceType"], "iscsi");
-    assert_eq!(
-        h1["hostSidePorts"][0]["address"],
-        "iqn.1993-08.org.debian:01:aa"
-    );
-    let h1 = h1["hostRef"].as_str().unwrap().to_string();
-    let (s, h2) = sim
-        .request(
+    assert_eq!(h["clusterRef"], g.as_str());
+    assert_eq!(h["hostTypeIndex"], lnx);
+    assert_eq!(h["initiators"][0]["nodeName"]["iscsiNodeName"], iqn);
+    assert_eq!(h["initiators"][0]["nodeName"]["ioInterfaceType"], "iscsi");
+    assert_eq!(h["hostSidePorts"][0]["address"], iqn);
+    assert_eq!(h["hostSidePorts"][0]["label"], "node1_1");
+    let r = h["hostRef"].as_str().unwrap();
+    assert_eq!(a.get(&format!("/hosts/{r}")).await, h);
+    let other = a
+        .ok(
             "POST",
-            &sys(&id, "/hosts"),
-            Some(&host_body("node2", "iqn.1993-08.org.debian:01:bb", None)),
+            "/hosts",
+            host_body("node2", lnx, "iqn.x:bb", None),
+            201,
         )
         .await;
-    assert_eq!(s, 201);
-    assert_eq!(h2["clusterRef"], NULL_REF, "in no group");
-    let h2 = h2["hostRef"].as_str().unwrap().to_string();
+    assert_eq!(other["clusterRef"], NULL_REF, "in no group");
+    let no_group = format!("85{}", "1".repeat(38));
     let refused = [
-        (host_body("node1", "iqn.x:new", None), "duplicateLabel"),
+        (host_body("node1", lnx, "iqn.x:new", None), "duplicateLabel"),
+        (host_body("node3", lnx, iqn, None), "duplicatePort"),
         (
-            host_body("node3", "iqn.1993-08.org.debian:01:aa", None),
-            "duplicatePort",
-        ),
-        (
-            host_body("node3", "iqn.x:3", Some(&format!("85{}", "1".repeat(38)))),
+            host_body("node3", lnx, "iqn.x:3", Some(&no_group)),
             "notFound",
         ),
-        (
-            json!({"name": "node3", "hostType": {"index": 9999}}),
-            "invalidInput",
-        ),
+        (host_body("node3", 9999, "iqn.x:3", None), "invalidInput"),
         (json!({"name": "node3"}), "invalidInput"),
         (
-            json!({"name": "n".repeat(31), "hostType": {"index": lnx}}),
+            host_body(&"n".repeat(31), lnx, "iqn.x:3", None),
             "invalidLabel",
         ),
         (
-            json!({"name": "node3", "hostType": {"index": lnx}, "ports": [{"type": "scsi", "port": "x"}]}),
+            json!({"name": "node3", "hostType": {"index": lnx},
+                "ports": [{"type": "scsi", "port": "x"}]}),
             "invalidInput",
         ),
     ];
     for (body, retcode) in refused {
-        assert_error(
-            &sim.request("POST", &sys(&id, "/hosts"), Some(&body)).await,
-            422,
-            retcode,
-        );
+        a.refused("POST", "/hosts", Some(body), 422, retcode).await;
     }
-    let (_, hosts) = sim.request("GET", &sys(&id, "/hosts"), None).await;
-    assert_eq!(hosts.as_array().unwrap().len(), 2, "refusals add nothing");
-
-    let vols: Vec<String> = {
-        let mut out = Vec::new();
-        for n in ["m1", "m2", "m3", "m4"] {
-            out.push(
-                create(&sim, &id, &ssd, n, 1).await["volumeRef"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-            );
-        }
-        out
-    };
-    let map = |vol: &str, target: &str, lun: Option<u32>| {
-        let mut b = json!({"mappableObjectId": vol, "targetId": target});
-        if let Some(l) = lun {
-            b["lun"] = json!(l);
-        }
-        b
-    };
-    let (s, m1) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[0], &group, None)),
-        )
+    assert_eq!(a.get("/hosts").await.as_array().unwrap().len(), 2);
+    let (s, _) = a.call("DELETE", &format!("/host-groups/{g}"), None).await;
+    assert_eq!(s, 204);
+    assert_eq!(a.get(&format!("/hosts/{r}")).await["clusterRef"], NULL_REF);
+    let (s, _) = a.call("DELETE", &format!("/hosts/{r}"), None).await;
+    assert_eq!(s, 204);
+    a.refused("GET", &format!("/hosts/{r}"), None, 404, "notFound")
         .await;
-    assert_eq!(s, 200, "{m1}");
+}
+
+#[tokio::test]
+async fn mappings_take_the_lowest_free_lun_and_refuse_conflicts() {
+    let a = Sys::start(&[]).await;
+    let ssd = a.pool("vg_ssd").await;
+    let g = group(&a, "trident").await;
+    let h1 = host(&a, "node1", "iqn.x:1", Some(&g)).await;
+    let h2 = host(&a, "node2", "iqn.x:2", None).await;
+    let mut v = Vec::new();
+    for n in ["m1", "m2", "m3", "m4"] {
+        v.push(a.volume(&ssd, n, 1).await);
+    }
+    let m1 = a
+        .ok("POST", "/volume-mappings", map(&v[0], &g, None), 200)
+        .await;
     assert!(is_ref(&m1["lunMappingRef"], "88"), "{m1}");
     assert_eq!(m1["lun"], 1, "the lowest free non-zero LUN");
     assert_eq!(m1["type"], "cluster");
-    assert_eq!(m1["mapRef"], group.as_str());
-    assert_eq!(m1["volumeRef"], vols[0].as_str());
-    let (_, m2) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[1], &h1, None)),
-        )
+    assert_eq!(m1["mapRef"], g.as_str());
+    assert_eq!(m1["volumeRef"], v[0].as_str());
+    let m2 = a
+        .ok("POST", "/volume-mappings", map(&v[1], &h1, None), 200)
         .await;
     assert_eq!(m2["lun"], 2, "a host in the group sees the group's LUNs");
     assert_eq!(m2["type"], "host");
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[2], &group, Some(2))),
-        )
+    let nobody = format!("84{}", "2".repeat(38));
+    let refused = [
+        (map(&v[2], &g, Some(2)), "lunInUse"),
+        (map(&v[0], &h2, None), "volumeAlreadyMapped"),
+        (map(&v[0], &g, None), "volumeAlreadyMapped"),
+        (map(&v[2], &nobody, None), "notFound"),
+        (map(&nobody, &h2, None), "notFound"),
+        (map(&v[2], &h2, Some(256)), "invalidInput"),
+        (json!({"mappableObjectId": v[2]}), "invalidInput"),
+    ];
+    for (body, retcode) in refused {
+        a.refused("POST", "/volume-mappings", Some(body), 422, retcode)
+            .await;
+    }
+    let m3 = a
+        .ok("POST", "/volume-mappings", map(&v[2], &h2, Some(2)), 200)
         .await;
-    assert_error(&got, 422, "lunInUse");
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[0], &h2, None)),
-        )
+    assert_eq!(m3["lun"], 2, "another host's LUNs are its own");
+    let m0 = a
+        .ok("POST", "/volume-mappings", map(&v[3], &h2, Some(0)), 200)
         .await;
-    assert_error(&got, 422, "volumeAlreadyMapped");
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[0], &group, None)),
-        )
-        .await;
-    assert_error(&got, 422, "volumeAlreadyMapped");
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[2], &format!("84{}", "2".repeat(38)), None)),
-        )
-        .await;
-    assert_error(&got, 422, "notFound");
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[2], &h2, Some(256))),
-        )
-        .await;
-    assert_error(&got, 422, "invalidInput");
-    let (s, m3) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[2], &h2, Some(2))),
-        )
-        .await;
-    assert_eq!(
-        (s, m3["lun"].as_u64()),
-        (200, Some(2)),
-        "another host's LUNs are its own: {m3}"
-    );
-    let (s, m0) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[3], &h2, Some(0))),
-        )
-        .await;
-    assert_eq!(
-        (s, m0["lun"].as_u64()),
-        (200, Some(0)),
-        "LUN 0 when asked: {m0}"
-    );
+    assert_eq!(m0["lun"], 0, "LUN 0 when asked");
+    let vol = a.get(&format!("/volumes/{}", v[0])).await;
+    assert_eq!(vol["mapped"], true);
+    assert_eq!(vol["listOfMappings"], json!([m1]));
+    let r = m1["lunMappingRef"].as_str().unwrap();
+    assert_eq!(a.get(&format!("/volume-mappings/{r}")).await, m1);
+    assert_eq!(a.get("/volume-mappings").await.as_array().unwrap().len(), 4);
+}
 
-    let (_, v) = sim
-        .request("GET", &sys(&id, &format!("/volumes/{}", vols[0])), None)
+#[tokio::test]
+async fn unmapping_and_deleting_a_mapped_volume() {
+    let a = Sys::start(&[]).await;
+    let ssd = a.pool("vg_ssd").await;
+    let g = group(&a, "trident").await;
+    let (v1, v2) = (a.volume(&ssd, "a", 1).await, a.volume(&ssd, "b", 1).await);
+    let m1 = a
+        .ok("POST", "/volume-mappings", map(&v1, &g, None), 200)
         .await;
-    assert_eq!(v["mapped"], true);
-    assert_eq!(v["listOfMappings"][0]["lun"], 1);
-    assert_eq!(v["listOfMappings"][0]["lunMappingRef"], m1["lunMappingRef"]);
-    let (_, all) = sim
-        .request("GET", &sys(&id, "/volume-mappings"), None)
+    let m2 = a
+        .ok("POST", "/volume-mappings", map(&v2, &g, None), 200)
         .await;
-    assert_eq!(all.as_array().unwrap().len(), 4);
-
-    // Unmap: the volume is unmapped and its LUN free again.
-    let m1ref = m1["lunMappingRef"].as_str().unwrap();
-    let (s, _) = sim
-        .request(
-            "DELETE",
-            &sys(&id, &format!("/volume-mappings/{m1ref}")),
-            None,
-        )
-        .await;
+    assert_eq!((m1["lun"].as_u64(), m2["lun"].as_u64()), (Some(1), Some(2)));
+    let path = format!("/volume-mappings/{}", m1["lunMappingRef"].as_str().unwrap());
+    let (s, _) = a.call("DELETE", &path, None).await;
     assert_eq!(s, 204);
-    assert_error(
-        &sim.request("GET", &sys(&id, &format!("/volume-mappings/{m1ref}")), None)
-            .await,
-        404,
-        "notFound",
-    );
-    assert_error(
-        &sim.request(
-            "DELETE",
-            &sys(&id, &format!("/volume-mappings/{m1ref}")),
-            None,
-        )
-        .await,
-        404,
-        "notFound",
-    );
-    let (_, v) = sim
-        .request("GET", &sys(&id, &format!("/volumes/{}", vols[0])), None)
+    a.refused("GET", &path, None, 404, "notFound").await;
+    a.refused("DELETE", &path, None, 404, "notFound").await;
+    let vol = a.get(&format!("/volumes/{v1}")).await;
+    assert_eq!(vol["mapped"], false);
+    assert_eq!(vol["listOfMappings"], json!([]));
+    let again = a
+        .ok("POST", "/volume-mappings", map(&v1, &g, None), 200)
         .await;
-    assert_eq!(
-        (v["mapped"].as_bool(), v["listOfMappings"].clone()),
-        (Some(false), json!([]))
-    );
-    let (_, again) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&map(&vols[0], &group, None)),
-        )
-        .await;
-    assert_eq!(again["lun"], 1);
+    assert_eq!(again["lun"], 1, "its LUN was free again");
 
-    // Deleting a mapped volume succeeds and drops its mapping.
-    let (s, _) = sim
-        .request("DELETE", &sys(&id, &format!("/volumes/{}", vols[1])), None)
-        .await;
-    assert_eq!(s, 204);
-    let (_, all) = sim
-        .request("GET", &sys(&id, "/volume-mappings"), None)
-        .await;
-    assert!(
-        all.as_array()
-            .unwrap()
-            .iter()
-            .all(|m| m["volumeRef"] != vols[1].as_str()),
-        "{all}"
-    );
-    assert_eq!(all.as_array().unwrap().len(), 3);
+    let (s, _) = a.call("DELETE", &format!("/volumes/{v2}"), None).await;
+    assert_eq!(s, 204, "a mapped volume can be deleted");
+    let all = a.get("/volume-mappings").await;
+    assert_eq!(all, json!([again]), "its mapping went with it");
+}
 
-    let (s, t) = sim
-        .request("GET", &sys(&id, "/iscsi/target-settings"), None)
-        .await;
-    assert_eq!(s, 200, "{t}");
-    let (_, system) = sim.request("GET", &sys(&id, ""), None).await;
-    let wwn = system["wwn"].as_str().unwrap().to_lowercase();
+#[tokio::test]
+async fn the_iscsi_target_has_the_arrays_iqn_and_a_portal_per_port() {
+    let a = Sys::start(&["--portals", "10.0.1.10,10.0.1.11,10.0.1.12"]).await;
+    let t = a.get("/iscsi/target-settings").await;
+    let wwn = a.get("").await["wwn"].as_str().unwrap().to_lowercase();
     assert_eq!(
         t["nodeName"]["iscsiNodeName"],
         format!("iqn.1992-01.com.lsi:2365.{wwn}")
     );
     assert_eq!(t["nodeName"]["ioInterfaceType"], "iscsi");
     let portals = t["portals"].as_array().unwrap();
-    assert_eq!(portals.len(), 3);
-    assert_eq!(portals[0]["ipAddress"]["ipv4Address"], "10.0.1.10");
-    assert_eq!(portals[0]["ipAddress"]["addressType"], "ipv4");
-    assert_eq!(portals[0]["tcpListenPort"], 3260);
+    let ips: Vec<&str> = portals
+        .iter()
+        .map(|p| p["ipAddress"]["ipv4Address"].as_str().unwrap())
+        .collect();
+    assert_eq!(ips, ["10.0.1.10", "10.0.1.11", "10.0.1.12"]);
+    assert!(
+        portals
+            .iter()
+            .all(|p| p["ipAddress"]["addressType"] == "ipv4" && p["tcpListenPort"] == 3260)
+    );
     let tags: Vec<u64> = portals
         .iter()
         .map(|p| p["groupTag"].as_u64().unwrap())
         .collect();
-    assert_eq!(tags, [1, 2, 1], "portals per controller");
+    assert_eq!(tags, [1, 2, 1], "portals spread over controllers A and B");
 }

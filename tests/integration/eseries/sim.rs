@@ -85,6 +85,70 @@ pub(super) async fn volume_names(sim: &EseriesSim, id: &str) -> Vec<String> {
         .map(|v| v["label"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// A registered system of a running simulator: requests below `/storage-systems/{id}`.
+pub(super) struct Sys {
+    pub sim: EseriesSim,
+    pub id: String,
+    /// Keeps the certificate and state until the simulator is gone.
+    _dir: tempfile::TempDir,
+}
+
+impl Sys {
+    /// A simulator with the test pools and `extra` arguments, registered.
+    pub async fn start(extra: &[&str]) -> Sys {
+        let dir = tempfile::tempdir().unwrap();
+        let (sim, id) = registered(dir.path(), false, extra).await;
+        Sys { sim, id, _dir: dir }
+    }
+
+    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        self.sim.request(method, &sys(&self.id, path), body).await
+    }
+
+    /// A GET that must answer 200.
+    pub async fn get(&self, path: &str) -> Value {
+        let (s, v) = self.call("GET", path, None).await;
+        assert_eq!(s, 200, "GET {path}: {v}");
+        v
+    }
+
+    /// A request that must answer `status` (a success).
+    pub async fn ok(&self, method: &str, path: &str, body: Value, status: u16) -> Value {
+        let (s, v) = self.call(method, path, Some(&body)).await;
+        assert_eq!(s, status, "{method} {path}: {v}");
+        v
+    }
+
+    /// A request that must be refused with `status` and `retcode`.
+    pub async fn refused(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        status: u16,
+        retcode: &str,
+    ) -> Value {
+        let got = self.call(method, path, body.as_ref()).await;
+        assert_error(&got, status, retcode);
+        got.1
+    }
+
+    pub async fn pool(&self, label: &str) -> String {
+        pool_ref(&self.sim, &self.id, label).await
+    }
+
+    /// Creates a volume of `gib` GiB and returns its ref.
+    pub async fn volume(&self, pool: &str, name: &str, gib: u64) -> String {
+        let v = create(&self.sim, &self.id, pool, name, gib).await;
+        v["volumeRef"].as_str().unwrap().to_string()
+    }
+
+    pub async fn names(&self) -> Vec<String> {
+        volume_names(&self.sim, &self.id).await
+    }
+}
+
 #[tokio::test]
 async fn registration_auth_and_the_storage_system() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,70 +5,83 @@ use serde_json::{Value, json};
 
 use super::sim::*;
 
+const LONG: &str = "trident_K3w1cQ9sT2mAbcdEfgh12";
+
 #[tokio::test]
-async fn pools_and_volumes_keep_the_arrays_rules() {
-    let dir = tempfile::tempdir().unwrap();
-    let (sim, id) = registered(dir.path(), false, &[]).await;
-    let (s, pools) = sim.request("GET", &sys(&id, "/storage-pools/"), None).await;
-    assert_eq!(s, 200);
-    let pools = pools.as_array().unwrap().clone();
+async fn pools_are_volume_groups_and_disk_pools() {
+    let a = Sys::start(&[]).await;
+    let pools = a.get("/storage-pools/").await.as_array().unwrap().clone();
     assert_eq!(pools.len(), 3);
     for p in &pools {
         assert!(is_ref(&p["volumeGroupRef"], "04"), "{p}");
         assert_eq!(p["id"], p["volumeGroupRef"]);
-        assert!(
-            p["freeSpace"].is_string() && p["totalRaidedSpace"].is_string(),
-            "{p}"
-        );
-        assert!(p["usedSpace"].is_string());
+        for k in ["freeSpace", "totalRaidedSpace", "usedSpace"] {
+            assert!(p[k].is_string(), "{k} in {p}");
+        }
     }
     let by = |l: &str| pools.iter().find(|p| p["label"] == l).unwrap().clone();
-    assert_eq!(by("vg_ssd")["driveMediaType"], "ssd");
-    assert_eq!(by("vg_ssd")["raidLevel"], "raid6");
-    assert_eq!(by("vg_ssd")["diskPool"], false);
-    assert_eq!(by("vg_ssd")["protectionInformationCapable"], true);
-    assert_eq!(by("ddp_hdd")["diskPool"], true);
-    assert_eq!(by("ddp_hdd")["raidLevel"], "raidDiskPool");
-    assert_eq!(by("ddp_hdd")["protectionInformationCapable"], false);
-    assert_eq!(by("ddp_hdd")["freeSpace"], (20 * GIB).to_string());
-    assert_eq!(by("vg_off")["offline"], true);
-    let ssd = by("vg_ssd")["volumeGroupRef"].as_str().unwrap().to_string();
-    let ddp = by("ddp_hdd")["volumeGroupRef"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let off = by("vg_off")["volumeGroupRef"].as_str().unwrap().to_string();
-    let (s, one) = sim
-        .request("GET", &sys(&id, &format!("/storage-pools/{ssd}")), None)
-        .await;
-    assert_eq!((s, one["label"].as_str()), (200, Some("vg_ssd")));
-    let got = sim
-        .request(
-            "GET",
-            &sys(&id, &format!("/storage-pools/04{}", "0".repeat(38))),
-            None,
-        )
-        .await;
-    assert_error(&got, 404, "notFound");
+    let (ssd, ddp, off) = (by("vg_ssd"), by("ddp_hdd"), by("vg_off"));
+    assert_eq!(ssd["driveMediaType"], "ssd");
+    assert_eq!(ssd["raidLevel"], "raid6");
+    assert_eq!(ssd["diskPool"], false);
+    assert_eq!(ssd["protectionInformationCapable"], true);
+    assert_eq!(ssd["offline"], false);
+    assert_eq!(ddp["driveMediaType"], "hdd");
+    assert_eq!(ddp["diskPool"], true);
+    assert_eq!(ddp["raidLevel"], "raidDiskPool");
+    assert_eq!(ddp["protectionInformationCapable"], false);
+    assert_eq!(ddp["freeSpace"], (20 * GIB).to_string());
+    assert_eq!(off["offline"], true);
+    let r = ssd["volumeGroupRef"].as_str().unwrap();
+    let one = a.get(&format!("/storage-pools/{r}")).await;
+    assert_eq!(one["label"], "vg_ssd");
+    let nosuch = format!("/storage-pools/04{}", "0".repeat(38));
+    a.refused("GET", &nosuch, None, 404, "notFound").await;
+}
 
-    let v = create(&sim, &id, &ssd, "trident_K3w1cQ9sT2mAbcdEfgh12", 1).await;
+#[tokio::test]
+async fn a_created_volume_shows_what_it_was_given() {
+    let a = Sys::start(&[]).await;
+    let ssd = a.pool("vg_ssd").await;
+    let v = create(&a.sim, &a.id, &ssd, LONG, 1).await;
     assert!(is_ref(&v["volumeRef"], "02"), "{v}");
-    assert_eq!(v["label"], "trident_K3w1cQ9sT2mAbcdEfgh12");
+    assert_eq!(v["label"], LONG, "30 characters");
     assert_eq!(v["capacity"], GIB.to_string());
     assert_eq!(v["totalSizeInBytes"], GIB.to_string());
     assert_eq!(v["segmentSize"], 131072);
     assert_eq!(v["volumeGroupRef"], ssd.as_str());
     assert_eq!(v["mapped"], false);
     assert_eq!(v["listOfMappings"], json!([]));
-    assert_eq!(
-        v["metadata"],
-        json!([{"key": "storch", "value": "trident_K3w1cQ9sT2mAbcdEfgh12"}])
-    );
+    assert_eq!(v["metadata"], json!([{"key": "storch", "value": LONG}]));
     assert_eq!(v["action"], "none");
     assert_eq!(v["worldWideName"].as_str().unwrap().len(), 32);
-    let vref = v["volumeRef"].as_str().unwrap().to_string();
+    let r = v["volumeRef"].as_str().unwrap();
+    assert_eq!(a.get(&format!("/volumes/{r}/")).await, v, "read back alike");
 
-    // Refusals: 422 with the error body, naming the field, and nothing created.
+    let body = json!({"poolId": ssd, "name": "g", "sizeUnit": "gb", "size": 2,
+                      "segSize": 0, "dataAssuranceEnabled": true});
+    let v = a.ok("POST", "/volumes", body, 200).await;
+    assert_eq!(v["capacity"], (2 * GIB).to_string());
+    assert_eq!(v["segmentSize"], 131072, "0 lets the array choose");
+    assert_eq!(v["dataAssurance"], true);
+    assert_eq!(v["metadata"], json!([]));
+    let body = json!({"poolId": ssd, "name": "b", "sizeUnit": "bytes", "size": 1000,
+                      "segSize": 64});
+    let v = a.ok("POST", "/volumes", body, 200).await;
+    assert_eq!(v["capacity"], "1024", "whole 512-byte blocks");
+    assert_eq!(v["segmentSize"], 65536);
+    assert_eq!(a.names().await, [LONG, "g", "b"]);
+}
+
+#[tokio::test]
+async fn volume_creates_the_proxy_refuses_change_nothing() {
+    let a = Sys::start(&[]).await;
+    let (ssd, ddp, off) = (
+        a.pool("vg_ssd").await,
+        a.pool("ddp_hdd").await,
+        a.pool("vg_off").await,
+    );
+    a.volume(&ssd, "taken", 1).await;
     let base = create_body(&ssd, "v2", 1);
     let with = |k: &str, val: Value| {
         let mut b = base.clone();
@@ -102,12 +115,14 @@ async fn pools_and_volumes_keep_the_arrays_rules() {
         (with("color", json!("red")), "invalidInput", "color"),
         (with("name", json!("a".repeat(31))), "invalidLabel", "name"),
         (with("name", json!("")), "invalidLabel", "name"),
+        (with("name", json!("taken")), "duplicateLabel", "taken"),
         (with("segSize", json!(100)), "invalidInput", "segSize"),
         (
             with("poolId", json!(format!("04{}", "1".repeat(38)))),
             "notFound",
             "poolId",
         ),
+        (with("poolId", json!(off)), "poolOffline", "vg_off"),
         (
             with("metaTags", json!([{"key": "k"}])),
             "invalidInput",
@@ -124,136 +139,70 @@ async fn pools_and_volumes_keep_the_arrays_rules() {
             "owningControllerId",
         ),
     ];
-    for (body, retcode, field) in cases {
-        let got = sim
-            .request("POST", &sys(&id, "/volumes"), Some(&body))
+    for (body, retcode, named) in cases {
+        let err = a
+            .refused("POST", "/volumes", Some(body), 422, retcode)
             .await;
-        assert_error(&got, 422, retcode);
-        assert!(
-            got.1["errorMessage"].as_str().unwrap().contains(field),
-            "{field}: {}",
-            got.1
-        );
+        let msg = err["errorMessage"].as_str().unwrap();
+        assert!(msg.contains(named), "{named}: {msg}");
     }
-    let (s, _) = sim.request("POST", &sys(&id, "/volumes"), None).await;
-    assert_eq!(s, 422, "no body");
-    let mut ddp_seg = create_body(&ddp, "v3", 1);
-    ddp_seg["segSize"] = json!(256);
-    assert_error(
-        &sim.request("POST", &sys(&id, "/volumes"), Some(&ddp_seg))
-            .await,
-        422,
-        "illegalParam",
-    );
+    a.refused("POST", "/volumes", None, 422, "invalidInput")
+        .await;
+    let mut seg = create_body(&ddp, "v3", 1);
+    seg["segSize"] = json!(256);
+    a.refused("POST", "/volumes", Some(seg), 422, "illegalParam")
+        .await;
     let mut da = create_body(&ddp, "v3", 1);
     da["dataAssuranceEnabled"] = json!(true);
-    assert_error(
-        &sim.request("POST", &sys(&id, "/volumes"), Some(&da)).await,
+    a.refused("POST", "/volumes", Some(da), 422, "illegalParam")
+        .await;
+    assert_eq!(a.names().await, ["taken"]);
+    let p = a.get(&format!("/storage-pools/{ssd}")).await;
+    assert_eq!(p["usedSpace"], GIB.to_string());
+}
+
+#[tokio::test]
+async fn pool_space_reads_and_deletes() {
+    let a = Sys::start(&[]).await;
+    let (ssd, ddp) = (a.pool("vg_ssd").await, a.pool("ddp_hdd").await);
+    let first = a.volume(&ssd, "one", 1).await;
+    a.volume(&ssd, "two", 2).await;
+    let free = |p: &Value| p["freeSpace"].as_str().unwrap().parse::<u64>().unwrap();
+    let p = a.get(&format!("/storage-pools/{ssd}")).await;
+    assert_eq!(free(&p), 7 * GIB);
+    assert_eq!(p["usedSpace"], (3 * GIB).to_string());
+    a.refused(
+        "POST",
+        "/volumes",
+        Some(create_body(&ssd, "big", 8)),
         422,
-        "illegalParam",
-    );
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ssd, "trident_K3w1cQ9sT2mAbcdEfgh12", 1)),
-        )
-        .await;
-    assert_error(&got, 422, "duplicateLabel");
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&off, "v4", 1)),
-        )
-        .await;
-    assert_error(&got, 422, "poolOffline");
-    assert_eq!(
-        volume_names(&sim, &id).await,
-        ["trident_K3w1cQ9sT2mAbcdEfgh12"]
-    );
+        "insufficientCapacity",
+    )
+    .await;
+    a.volume(&ssd, "fits", 7).await;
+    a.volume(&ddp, "all", 20).await;
+    a.refused(
+        "POST",
+        "/volumes",
+        Some(create_body(&ddp, "full", 1)),
+        422,
+        "insufficientCapacity",
+    )
+    .await;
+    let system = a.get("").await;
+    assert_eq!(system["freePoolSpace"], 0);
+    assert_eq!(system["usedPoolSpace"], json!(30 * GIB));
 
-    // Other units, segment sizes, data assurance where the pool allows it; 30 characters.
-    let (s, v) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&json!({"poolId": ssd, "name": "x".repeat(30),
-            "sizeUnit": "gb", "size": 2, "segSize": 0, "dataAssuranceEnabled": true})),
-        )
-        .await;
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(v["capacity"], (2 * GIB).to_string());
-    assert_eq!(v["segmentSize"], 131072, "0 lets the array choose");
-    assert_eq!(v["dataAssurance"], true);
-    assert_eq!(v["metadata"], json!([]));
-    let (s, v) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&json!({"poolId": ssd, "name": "b",
-            "sizeUnit": "bytes", "size": 1000, "segSize": 64})),
-        )
-        .await;
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(v["capacity"], "1024", "whole 512-byte blocks");
-    assert_eq!(v["segmentSize"], 65536);
-
-    // Space: the pool's free space shrinks; a volume that does not fit is refused.
-    let (_, p) = sim
-        .request("GET", &sys(&id, &format!("/storage-pools/{ssd}")), None)
-        .await;
-    let free: u64 = p["freeSpace"].as_str().unwrap().parse().unwrap();
-    assert_eq!(free, 10 * GIB - 3 * GIB - 1024);
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ssd, "big", 7)),
-        )
-        .await;
-    assert_error(&got, 422, "insufficientCapacity");
-    create(&sim, &id, &ddp, "fits", 20).await;
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ddp, "full", 1)),
-        )
-        .await;
-    assert_error(&got, 422, "insufficientCapacity");
-
-    let (s, one) = sim
-        .request("GET", &sys(&id, &format!("/volumes/{vref}/")), None)
-        .await;
-    assert_eq!((s, one["volumeRef"].as_str()), (200, Some(vref.as_str())));
-    let nosuch = format!("02{}", "0".repeat(38));
-    assert_error(
-        &sim.request("GET", &sys(&id, &format!("/volumes/{nosuch}")), None)
-            .await,
-        404,
-        "notFound",
-    );
-    let (s, _) = sim
-        .request("DELETE", &sys(&id, &format!("/volumes/{vref}")), None)
-        .await;
+    let nosuch = format!("/volumes/02{}", "0".repeat(38));
+    a.refused("GET", &nosuch, None, 404, "notFound").await;
+    a.refused("DELETE", &nosuch, None, 404, "notFound").await;
+    let (s, _) = a.call("DELETE", &format!("/volumes/{first}"), None).await;
     assert_eq!(s, 204);
-    assert_error(
-        &sim.request("DELETE", &sys(&id, &format!("/volumes/{vref}")), None)
-            .await,
-        404,
-        "notFound",
-    );
-    assert_error(
-        &sim.request("GET", &sys(&id, &format!("/volumes/{vref}")), None)
-            .await,
-        404,
-        "notFound",
-    );
-    let (_, p) = sim
-        .request("GET", &sys(&id, &format!("/storage-pools/{ssd}")), None)
-        .await;
-    assert_eq!(p["freeSpace"], (free + GIB).to_string(), "space given back");
-    let (_, system) = sim.request("GET", &sys(&id, ""), None).await;
-    assert_eq!(system["usedPoolSpace"], json!(2 * GIB + 1024 + 20 * GIB));
+    let path = format!("/volumes/{first}");
+    a.refused("GET", &path, None, 404, "notFound").await;
+    a.refused("DELETE", &path, None, 404, "notFound").await;
+    let p = a.get(&format!("/storage-pools/{ssd}")).await;
+    assert_eq!(free(&p), GIB, "space given back");
+    assert_eq!(a.get("").await["freePoolSpaceAsString"], GIB.to_string());
+    assert_eq!(a.names().await, ["two", "fits", "all"]);
 }
