@@ -4,18 +4,25 @@
 use serde_json::{Value, json};
 
 use super::sim::*;
-use crate::support::eseries::EseriesSim;
 
-async fn wait_expanded(sim: &EseriesSim, id: &str, vref: &str) -> Value {
-    let path = sys(id, &format!("/volumes/{vref}/expand"));
+fn nosuch_volume() -> String {
+    format!("02{}", "0".repeat(38))
+}
+
+fn expand(size: u64, unit: &str) -> Value {
+    json!({"expansionSize": size, "sizeUnit": unit})
+}
+
+/// Reads the expansion's progress until it is idle: the percentages seen.
+async fn wait_expanded(a: &Sys, vref: &str) -> Vec<u64> {
+    let path = format!("/volumes/{vref}/expand");
     let mut seen = Vec::new();
     loop {
-        let (s, p) = sim.request("GET", &path, None).await;
-        assert_eq!(s, 200, "{p}");
+        let p = a.get(&path).await;
         seen.push(p["percentComplete"].as_u64().unwrap());
         if p["action"] == "none" {
             assert_eq!(p["percentComplete"], 100);
-            return json!(seen);
+            return seen;
         }
         assert_eq!(p["action"], "remappingDve");
         assert!(seen.len() < 10, "the expansion never completes: {seen:?}");
@@ -23,145 +30,132 @@ async fn wait_expanded(sim: &EseriesSim, id: &str, vref: &str) -> Value {
 }
 
 #[tokio::test]
-async fn expansion_and_volume_copy_where_the_array_supports_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let (sim, id) = registered(
-        dir.path(),
-        false,
-        &["--expand-polls", "3", "--copy-polls", "2"],
-    )
-    .await;
-    let ssd = pool_ref(&sim, &id, "vg_ssd").await;
-    let (_, caps) = sim.request("GET", &sys(&id, "/capabilities"), None).await;
-    let caps_list = caps["capabilities"].as_array().unwrap();
+async fn an_expansion_takes_space_at_once_and_completes() {
+    let a = Sys::start(&["--expand-polls", "3"]).await;
+    let caps = a.get("/capabilities").await;
     assert!(
-        caps_list.contains(&json!("volumeCopy"))
-            && caps_list.contains(&json!("dynamicVolumeExpansion")),
+        caps["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("dynamicVolumeExpansion")),
         "{caps}"
     );
-    let src = create(&sim, &id, &ssd, "src", 1).await["volumeRef"]
-        .as_str()
-        .unwrap()
-        .to_string();
-
-    let expand = |size: u64, unit: &str| json!({"expansionSize": size, "sizeUnit": unit});
-    let epath = sys(&id, &format!("/volumes/{src}/expand"));
-    assert_error(
-        &sim.request("POST", &epath, Some(&expand(1, "gb"))).await,
-        422,
-        "invalidInput",
-    );
-    assert_error(
-        &sim.request("POST", &epath, Some(&expand(2, "GB"))).await,
-        422,
-        "invalidInput",
-    );
-    assert_error(
-        &sim.request("POST", &epath, Some(&json!({"expansionSize": 2})))
-            .await,
-        422,
-        "invalidInput",
-    );
-    assert_error(
-        &sim.request("POST", &epath, Some(&expand(11, "gb"))).await,
-        422,
-        "insufficientCapacity",
-    );
-    let (_, idle) = sim.request("GET", &epath, None).await;
-    assert_eq!(idle["action"], "none");
-    let (s, v) = sim
-        .request("POST", &epath, Some(&expand(2 * 1024 * 1024, "kb")))
+    let ssd = a.pool("vg_ssd").await;
+    let v = a.volume(&ssd, "grow", 1).await;
+    let path = format!("/volumes/{v}/expand");
+    assert_eq!(a.get(&path).await["action"], "none", "idle");
+    let refused = [
+        (expand(1, "gb"), "invalidInput"),
+        (expand(2, "GB"), "invalidInput"),
+        (json!({"expansionSize": 2}), "invalidInput"),
+        (
+            json!({"expansionSize": 2, "sizeUnit": "gb", "priority": 1}),
+            "invalidInput",
+        ),
+        (expand(11, "gb"), "insufficientCapacity"),
+    ];
+    for (body, retcode) in refused {
+        a.refused("POST", &path, Some(body), 422, retcode).await;
+    }
+    let vol = a
+        .ok("POST", &path, expand(2 * 1024 * 1024, "kb"), 200)
         .await;
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(v["action"], "remappingDve");
-    assert_error(
-        &sim.request("POST", &epath, Some(&expand(3, "gb"))).await,
+    assert_eq!(vol["action"], "remappingDve");
+    assert_eq!(vol["capacity"], GIB.to_string(), "not yet grown");
+    a.refused(
+        "POST",
+        &path,
+        Some(expand(3, "gb")),
         422,
         "operationInProgress",
-    );
-    let (_, p) = sim
-        .request("GET", &sys(&id, &format!("/storage-pools/{ssd}")), None)
-        .await;
+    )
+    .await;
+    let p = a.get(&format!("/storage-pools/{ssd}")).await;
     assert_eq!(
         p["usedSpace"],
         (2 * GIB).to_string(),
         "the pool's space is taken at once"
     );
-    assert_eq!(wait_expanded(&sim, &id, &src).await, json!([33, 66, 100]));
-    let (_, v) = sim
-        .request("GET", &sys(&id, &format!("/volumes/{src}")), None)
+    assert_eq!(wait_expanded(&a, &v).await, [33, 66, 100]);
+    assert_eq!(
+        a.get(&format!("/volumes/{v}")).await["capacity"],
+        (2 * GIB).to_string()
+    );
+    let gone = format!("/volumes/{}/expand", nosuch_volume());
+    a.refused("GET", &gone, None, 404, "notFound").await;
+    a.refused("POST", &gone, Some(expand(2, "gb")), 404, "notFound")
         .await;
-    assert_eq!(v["capacity"], (2 * GIB).to_string());
-    let nosuch = format!("02{}", "0".repeat(38));
-    assert_error(
-        &sim.request("GET", &sys(&id, &format!("/volumes/{nosuch}/expand")), None)
-            .await,
-        404,
-        "notFound",
-    );
 
-    // A clone: a target at least as large, then a copy job that completes.
-    let small = create(&sim, &id, &ssd, "small", 1).await["volumeRef"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let dst = create(&sim, &id, &ssd, "dst", 2).await["volumeRef"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // Reads of the volume count as progress too.
+    a.ok("POST", &path, expand(3, "gb"), 200).await;
+    for _ in 0..3 {
+        a.get(&format!("/volumes/{v}")).await;
+    }
+    assert_eq!(
+        a.get(&format!("/volumes/{v}")).await["capacity"],
+        (3 * GIB).to_string()
+    );
+}
+
+#[tokio::test]
+async fn a_copy_job_clones_onto_a_large_enough_target_and_completes() {
+    let a = Sys::start(&["--copy-polls", "2"]).await;
+    let caps = a.get("/capabilities").await;
+    assert!(
+        caps["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("volumeCopy")),
+        "{caps}"
+    );
+    let ssd = a.pool("vg_ssd").await;
+    let src = a.volume(&ssd, "src", 2).await;
+    let small = a.volume(&ssd, "small", 1).await;
+    let dst = a.volume(&ssd, "dst", 2).await;
     let job = |s: &str, t: &str| json!({"sourceId": s, "targetId": t, "copyPriority": "priority2"});
-    let jobs = sys(&id, "/volume-copy-jobs");
-    assert_error(
-        &sim.request("POST", &jobs, Some(&job(&src, &small))).await,
-        422,
-        "illegalParam",
-    );
-    assert_error(
-        &sim.request("POST", &jobs, Some(&job(&src, &nosuch))).await,
-        422,
-        "notFound",
-    );
-    assert_error(
-        &sim.request("POST", &jobs, Some(&json!({"sourceId": src})))
-            .await,
-        422,
-        "invalidInput",
-    );
-    assert_error(
-        &sim.request(
-            "POST",
-            &jobs,
-            Some(&json!({"sourceId": src, "targetId": dst, "copyPriority": "urgent"})),
-        )
-        .await,
-        422,
-        "invalidInput",
-    );
-    let (s, j) = sim.request("POST", &jobs, Some(&job(&src, &dst))).await;
-    assert_eq!(s, 200, "{j}");
+    let refused = [
+        (job(&src, &small), "illegalParam"),
+        (job(&src, &nosuch_volume()), "notFound"),
+        (job(&src, &src), "invalidInput"),
+        (json!({"sourceId": src}), "invalidInput"),
+        (
+            json!({"sourceId": src, "targetId": dst, "copyPriority": "urgent"}),
+            "invalidInput",
+        ),
+    ];
+    for (body, retcode) in refused {
+        a.refused("POST", "/volume-copy-jobs", Some(body), 422, retcode)
+            .await;
+    }
+    let j = a
+        .ok("POST", "/volume-copy-jobs", job(&src, &dst), 200)
+        .await;
     assert!(is_ref(&j["volcopyRef"], "18"), "{j}");
     assert_eq!(j["status"], "inProgress");
-    assert_eq!(
-        (j["sourceVolume"].as_str(), j["targetVolume"].as_str()),
-        (Some(src.as_str()), Some(dst.as_str()))
-    );
+    assert_eq!(j["sourceVolume"], src.as_str());
+    assert_eq!(j["targetVolume"], dst.as_str());
+    assert_eq!(j["copyPriority"], "priority2");
     let jref = j["volcopyRef"].as_str().unwrap().to_string();
-    assert_error(
-        &sim.request("POST", &jobs, Some(&job(&small, &dst))).await,
+    a.refused(
+        "POST",
+        "/volume-copy-jobs",
+        Some(job(&small, &dst)),
         422,
         "operationInProgress",
-    );
-    assert_error(
-        &sim.request("DELETE", &sys(&id, &format!("/volumes/{dst}")), None)
-            .await,
+    )
+    .await;
+    a.refused(
+        "DELETE",
+        &format!("/volumes/{dst}"),
+        None,
         422,
         "operationInProgress",
-    );
-    let jpath = sys(&id, &format!("/volume-copy-jobs/{jref}"));
+    )
+    .await;
+    let path = format!("/volume-copy-jobs/{jref}");
     let mut statuses = Vec::new();
     loop {
-        let (s, j) = sim.request("GET", &jpath, None).await;
-        assert_eq!(s, 200, "{j}");
+        let j = a.get(&path).await;
         statuses.push(j["status"].as_str().unwrap().to_string());
         if j["status"] == "complete" {
             assert_eq!(j["percentComplete"], 100);
@@ -171,106 +165,127 @@ async fn expansion_and_volume_copy_where_the_array_supports_them() {
         assert!(statuses.len() < 10, "{statuses:?}");
     }
     assert_eq!(statuses, ["inProgress", "complete"]);
-    // Re-copy and stop through the control endpoint.
-    let control = |c: &str| {
-        sys(
-            &id,
-            &format!("/volume-copy-jobs-control/{jref}?control={c}"),
-        )
-    };
-    let (s, j) = sim.request("POST", &control("start"), None).await;
-    assert_eq!((s, j["status"].as_str()), (200, Some("inProgress")), "{j}");
-    let (s, j) = sim.request("POST", &control("stop"), None).await;
-    assert_eq!((s, j["status"].as_str()), (200, Some("stopped")), "{j}");
-    assert_error(
-        &sim.request("POST", &control("stop"), None).await,
-        422,
-        "illegalParam",
+    assert_eq!(
+        a.get("/volume-copy-jobs").await.as_array().unwrap().len(),
+        1
     );
-    assert_error(
-        &sim.request("POST", &control("pause"), None).await,
-        422,
-        "invalidInput",
-    );
-    let (_, list) = sim.request("GET", &jobs, None).await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
-    let (s, _) = sim.request("DELETE", &jpath, None).await;
-    assert_eq!(s, 204);
-    assert_error(&sim.request("GET", &jpath, None).await, 404, "notFound");
-    let (s, _) = sim
-        .request("DELETE", &sys(&id, &format!("/volumes/{dst}")), None)
+    let updated = a
+        .ok("POST", &path, json!({"copyPriority": "priority4"}), 200)
         .await;
+    assert_eq!(updated["copyPriority"], "priority4");
+    let (s, _) = a.call("DELETE", &path, None).await;
+    assert_eq!(s, 204);
+    a.refused("GET", &path, None, 404, "notFound").await;
+    let (s, _) = a.call("DELETE", &format!("/volumes/{dst}"), None).await;
     assert_eq!(s, 204, "no copy job holds it any more");
+}
+
+/// A job from a new 1 GiB volume onto another: its ref.
+async fn job(a: &Sys) -> (String, Value) {
+    let ssd = a.pool("vg_ssd").await;
+    let (src, dst) = (a.volume(&ssd, "s", 1).await, a.volume(&ssd, "t", 1).await);
+    let body = json!({"sourceId": src, "targetId": dst});
+    let j = a.ok("POST", "/volume-copy-jobs", body, 200).await;
+    (j["volcopyRef"].as_str().unwrap().to_string(), j)
+}
+
+#[tokio::test]
+async fn the_control_endpoint_recopies_and_stops() {
+    let a = Sys::start(&["--copy-polls", "5"]).await;
+    let (r, j) = job(&a).await;
+    assert_eq!(j["status"], "inProgress");
+    let control = |c: &str| format!("/volume-copy-jobs-control/{r}?control={c}");
+    let (s, j) = a.call("POST", &control("stop"), None).await;
+    assert_eq!((s, j["status"].as_str()), (200, Some("stopped")), "{j}");
+    a.refused("POST", &control("stop"), None, 422, "illegalParam")
+        .await;
+    a.refused("POST", &control("pause"), None, 422, "invalidInput")
+        .await;
+    let bare = format!("/volume-copy-jobs-control/{r}");
+    a.refused("POST", &bare, None, 422, "invalidInput").await;
+    let (s, j) = a.call("POST", &control("start"), None).await;
+    assert_eq!((s, j["status"].as_str()), (200, Some("inProgress")), "{j}");
+    assert_eq!(j["percentComplete"], 0, "a re-copy starts over");
+    let gone = format!(
+        "/volume-copy-jobs-control/18{}?control=start",
+        "0".repeat(38)
+    );
+    a.refused("POST", &gone, None, 404, "notFound").await;
+
+    let a = Sys::start(&["--copy-polls", "0"]).await;
+    let (r, j) = job(&a).await;
+    assert_eq!(j["status"], "complete", "0 polls complete at once");
+    let (s, j) = a
+        .call(
+            "POST",
+            &format!("/volume-copy-jobs-control/{r}?control=start"),
+            None,
+        )
+        .await;
+    assert_eq!((s, j["status"].as_str()), (200, Some("complete")), "{j}");
 }
 
 #[tokio::test]
 async fn an_array_without_the_features_refuses_expand_and_copy() {
-    let dir = tempfile::tempdir().unwrap();
-    let (sim, id) = registered(dir.path(), false, &["--features", "none"]).await;
-    let ssd = pool_ref(&sim, &id, "vg_ssd").await;
-    let (_, caps) = sim.request("GET", &sys(&id, "/capabilities"), None).await;
+    let a = Sys::start(&["--features", "none"]).await;
+    let caps = a.get("/capabilities").await;
     let list = caps["capabilities"].as_array().unwrap();
-    assert!(
-        !list.contains(&json!("volumeCopy")) && !list.contains(&json!("dynamicVolumeExpansion")),
-        "{caps}"
-    );
-    assert!(
-        caps["featureStates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|f| f["isEnabled"] == false),
-        "{caps}"
-    );
-    let a = create(&sim, &id, &ssd, "a", 1).await["volumeRef"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let b = create(&sim, &id, &ssd, "b", 1).await["volumeRef"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let epath = sys(&id, &format!("/volumes/{a}/expand"));
-    let body = json!({"expansionSize": 2, "sizeUnit": "gb"});
-    assert_error(
-        &sim.request("POST", &epath, Some(&body)).await,
+    assert!(!list.contains(&json!("volumeCopy")), "{caps}");
+    assert!(!list.contains(&json!("dynamicVolumeExpansion")), "{caps}");
+    let states = caps["featureStates"].as_array().unwrap();
+    assert!(states.iter().all(|f| f["isEnabled"] == false), "{caps}");
+    let ssd = a.pool("vg_ssd").await;
+    let (v1, v2) = (a.volume(&ssd, "a", 1).await, a.volume(&ssd, "b", 1).await);
+    let path = format!("/volumes/{v1}/expand");
+    a.refused(
+        "POST",
+        &path,
+        Some(expand(2, "gb")),
         422,
         "featureNotSupported",
-    );
-    assert_error(
-        &sim.request("GET", &epath, None).await,
-        422,
-        "featureNotSupported",
-    );
-    let jobs = sys(&id, "/volume-copy-jobs");
-    assert_error(
-        &sim.request("POST", &jobs, Some(&json!({"sourceId": a, "targetId": b})))
-            .await,
-        422,
-        "featureNotSupported",
-    );
-    assert_error(
-        &sim.request("GET", &jobs, None).await,
-        422,
-        "featureNotSupported",
-    );
-    let (_, v) = sim
-        .request("GET", &sys(&id, &format!("/volumes/{a}")), None)
+    )
+    .await;
+    a.refused("GET", &path, None, 422, "featureNotSupported")
         .await;
-    assert_eq!(v["capacity"], GIB.to_string());
+    let job = json!({"sourceId": v1, "targetId": v2});
+    a.refused(
+        "POST",
+        "/volume-copy-jobs",
+        Some(job),
+        422,
+        "featureNotSupported",
+    )
+    .await;
+    a.refused("GET", "/volume-copy-jobs", None, 422, "featureNotSupported")
+        .await;
+    assert_eq!(
+        a.get(&format!("/volumes/{v1}")).await["capacity"],
+        GIB.to_string()
+    );
+    let perms = &a.get(&format!("/volumes/{v1}")).await["perms"];
+    assert_eq!(
+        (perms["allowDVE"].as_bool(), perms["copySource"].as_bool()),
+        (Some(false), Some(false))
+    );
 
-    // Only copy: expansion still refused.
-    drop(sim);
-    let (sim, id) = registered(dir.path(), false, &["--features", "copy"]).await;
-    let (_, caps) = sim.request("GET", &sys(&id, "/capabilities"), None).await;
+    let a = Sys::start(&["--features", "copy"]).await;
+    let caps = a.get("/capabilities").await;
     assert!(
         caps["capabilities"]
             .as_array()
             .unwrap()
             .contains(&json!("volumeCopy"))
     );
-    let (s, _) = sim
-        .request("GET", &sys(&id, "/volume-copy-jobs"), None)
-        .await;
-    assert_eq!(s, 200);
+    assert_eq!(a.get("/volume-copy-jobs").await, json!([]));
+    let ssd = a.pool("vg_ssd").await;
+    let v = a.volume(&ssd, "a", 1).await;
+    let path = format!("/volumes/{v}/expand");
+    a.refused(
+        "POST",
+        &path,
+        Some(expand(2, "gb")),
+        422,
+        "featureNotSupported",
+    )
+    .await;
 }

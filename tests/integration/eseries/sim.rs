@@ -149,26 +149,14 @@ impl Sys {
     }
 }
 
+fn registration(password: &str) -> Value {
+    json!({"controllerAddresses": CONTROLLERS, "password": password})
+}
+
 #[tokio::test]
-async fn registration_auth_and_the_storage_system() {
+async fn basic_auth_and_about() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = EseriesSim::start(
-        dir.path(),
-        true,
-        &["--pools", POOLS, "--array-password", "arraypw"],
-    );
-    let reg = json!({"controllerAddresses": CONTROLLERS, "password": "arraypw"});
-    let (s, _) = sim
-        .request_as(
-            Some(("admin", "wrong")),
-            "POST",
-            "/storage-systems",
-            Some(&reg),
-        )
-        .await;
-    assert_eq!(s, 401);
-    let (s, _) = sim.request_as(None, "GET", "/storage-systems", None).await;
-    assert_eq!(s, 401, "no credentials");
+    let sim = EseriesSim::start(dir.path(), true, &["--username", "rw", "--password", "pw"]);
     let (host, port) = sim.host_port();
     assert_eq!(host, "127.0.0.1");
     assert_ne!(port, 0);
@@ -178,47 +166,83 @@ async fn registration_auth_and_the_storage_system() {
             .unwrap()
             .starts_with("-----BEGIN CERTIFICATE-----")
     );
+    let body = registration("");
+    for creds in [None, Some(("rw", "wrong")), Some(("admin", "pw"))] {
+        let (s, _) = sim
+            .request_as(creds, "POST", "/storage-systems", Some(&body))
+            .await;
+        assert_eq!(s, 401, "{creds:?}");
+    }
+    let (s, v) = sim
+        .request_as(Some(("rw", "pw")), "POST", "/storage-systems", Some(&body))
+        .await;
+    assert_eq!(s, 201, "{v}");
     let (s, about) = sim
         .request_as(None, "GET", "/devmgr/utils/about", None)
         .await;
     assert_eq!(s, 200, "about needs no credentials");
     assert_eq!(about["runningAsProxy"], true);
+    assert!(about["version"].is_string());
+}
 
-    let bad = json!({"controllerAddresses": CONTROLLERS, "password": "nope"});
-    let got = sim.request("POST", "/storage-systems", Some(&bad)).await;
+#[tokio::test]
+async fn registration_answers_201_then_200_and_checks_the_array_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = EseriesSim::start(dir.path(), false, &["--array-password", "arraypw"]);
+    let got = sim
+        .request("POST", "/storage-systems", Some(&registration("nope")))
+        .await;
     assert_error(&got, 422, "authFailPassword");
     let (_, list) = sim.request("GET", "/storage-systems", None).await;
     assert_eq!(list, json!([]), "a refused registration registers nothing");
 
-    let (s, first) = sim.request("POST", "/storage-systems", Some(&reg)).await;
+    let (s, first) = sim
+        .request("POST", "/storage-systems", Some(&registration("arraypw")))
+        .await;
     assert_eq!(s, 201, "{first}");
     assert_eq!(first["alreadyExists"], false);
-    let id = first["id"].as_str().unwrap().to_string();
-    let (s, again) = sim.request("POST", "/storage-systems/", Some(&reg)).await;
+    let id = first["id"].as_str().unwrap();
+    let (s, again) = sim
+        .request("POST", "/storage-systems/", Some(&registration("arraypw")))
+        .await;
     assert_eq!(s, 200, "a trailing slash, already registered: {again}");
-    assert_eq!(again["id"], id.as_str());
-    assert_eq!(again["alreadyExists"], true);
-    let swapped =
-        json!({"controllerAddresses": [CONTROLLERS[1], CONTROLLERS[0]], "password": "arraypw"});
+    assert_eq!(
+        (again["id"].as_str(), again["alreadyExists"].as_bool()),
+        (Some(id), Some(true))
+    );
+    let swapped = json!({"controllerAddresses": [CONTROLLERS[1], CONTROLLERS[0]],
+                         "password": "arraypw"});
     let (s, v) = sim
         .request("POST", "/storage-systems", Some(&swapped))
         .await;
-    assert_eq!((s, v["id"].as_str()), (200, Some(id.as_str())));
-    for missing in [
+    assert_eq!((s, v["id"].as_str()), (200, Some(id)), "the same array");
+    let got = sim
+        .request("POST", "/storage-systems", Some(&registration("nope")))
+        .await;
+    assert_error(&got, 422, "authFailPassword");
+    for bad in [
         json!({"password": "arraypw"}),
         json!({"controllerAddresses": []}),
+        json!({"controllerAddresses": "10.0.0.10"}),
+        json!({"controllerAddresses": CONTROLLERS, "password": "arraypw", "color": 1}),
     ] {
-        let got = sim
-            .request("POST", "/storage-systems", Some(&missing))
-            .await;
+        let got = sim.request("POST", "/storage-systems", Some(&bad)).await;
         assert_error(&got, 422, "invalidInput");
     }
+    let (_, list) = sim.request("GET", "/storage-systems", None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["passwordStatus"], "valid");
+}
 
-    let (s, system) = sim
-        .request("GET", &format!("/storage-systems/{id}/"), None)
+#[tokio::test]
+async fn the_storage_system_object() {
+    let a = Sys::start(&[]).await;
+    let (s, system) = a
+        .sim
+        .request("GET", &format!("/storage-systems/{}/", a.id), None)
         .await;
     assert_eq!(s, 200, "{system}");
-    assert_eq!(system["id"], id.as_str());
+    assert_eq!(system["id"], a.id.as_str());
     assert_eq!(system["status"], "optimal");
     assert_eq!(system["passwordStatus"], "valid");
     assert!(
@@ -226,55 +250,69 @@ async fn registration_auth_and_the_storage_system() {
             .as_str()
             .is_some_and(|s| !s.is_empty())
     );
+    assert_eq!(system["wwn"].as_str().unwrap().len(), 32);
     assert_eq!(
         system["freePoolSpace"],
         json!(30 * GIB),
         "online pools only: {system}"
     );
     assert_eq!(system["freePoolSpaceAsString"], (30 * GIB).to_string());
+    assert_eq!(system["usedPoolSpace"], 0);
     assert_eq!(system["usedPoolSpaceAsString"], "0");
-    assert_eq!(system["wwn"].as_str().unwrap().len(), 32);
+    assert_eq!(system["ip1"], CONTROLLERS[0]);
+    assert_eq!(system["ip2"], CONTROLLERS[1]);
+}
 
-    let got = sim.request("GET", "/storage-systems/nosuch", None).await;
-    assert_error(&got, 404, "notFound");
-    let got = sim
-        .request("GET", "/storage-systems/nosuch/volumes", None)
+#[tokio::test]
+async fn unknown_systems_paths_and_methods() {
+    let a = Sys::start(&[]).await;
+    let sim = &a.sim;
+    for path in ["/storage-systems/nosuch", "/storage-systems/nosuch/volumes"] {
+        assert_error(&sim.request("GET", path, None).await, 404, "notFound");
+    }
+    a.refused("GET", "/frobnicators", None, 404, "notFound")
         .await;
-    assert_error(&got, 404, "notFound");
-    let got = sim.request("GET", &sys(&id, "/frobnicators"), None).await;
-    assert_error(&got, 404, "notFound");
-    let (s, _) = sim
-        .request("PUT", &sys(&id, "/volumes"), Some(&json!({})))
-        .await;
+    let (s, _) = a.call("PUT", "/volumes", Some(&json!({}))).await;
     assert_eq!(s, 405);
+    let (s, _) = sim.request("GET", "/devmgr/v1/storage-systems", None).await;
+    assert_eq!(s, 404);
+}
 
-    // Addresses that are not the array's register but never reach it.
+#[tokio::test]
+async fn a_registration_the_proxy_cannot_reach() {
+    let a = Sys::start(&[]).await;
+    let sim = &a.sim;
     let other = json!({"controllerAddresses": ["192.0.2.1", "192.0.2.2"], "password": "x"});
     let (s, v) = sim.request("POST", "/storage-systems", Some(&other)).await;
     assert_eq!(s, 201, "{v}");
-    let other_id = v["id"].as_str().unwrap();
+    let id = v["id"].as_str().unwrap();
+    let (s, v) = sim.request("POST", "/storage-systems", Some(&other)).await;
+    assert_eq!((s, v["id"].as_str()), (200, Some(id)));
     let (_, o) = sim
-        .request("GET", &format!("/storage-systems/{other_id}"), None)
+        .request("GET", &format!("/storage-systems/{id}"), None)
         .await;
     assert_eq!(o["status"], "neverContacted");
-    let got = sim
-        .request("GET", &sys(other_id, "/storage-pools"), None)
-        .await;
+    let got = sim.request("GET", &sys(id, "/storage-pools"), None).await;
     assert_error(&got, 424, "storageSystemOffline");
     let (s, _) = sim
-        .request("DELETE", &format!("/storage-systems/{other_id}"), None)
+        .request("DELETE", &format!("/storage-systems/{id}"), None)
         .await;
     assert_eq!(s, 204);
+    let got = sim
+        .request("GET", &format!("/storage-systems/{id}"), None)
+        .await;
+    assert_error(&got, 404, "notFound");
     let (_, list) = sim.request("GET", "/storage-systems", None).await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list.as_array().unwrap().len(), 1, "the array's own stays");
 }
 
 #[tokio::test]
 async fn an_offline_array_answers_424() {
     let dir = tempfile::tempdir().unwrap();
     let sim = EseriesSim::start(dir.path(), false, &["--offline", "--array-password", "pw"]);
-    let reg = json!({"controllerAddresses": CONTROLLERS, "password": "unchecked"});
-    let (s, v) = sim.request("POST", "/storage-systems", Some(&reg)).await;
+    let (s, v) = sim
+        .request("POST", "/storage-systems", Some(&registration("unchecked")))
+        .await;
     assert_eq!(s, 201, "registered without reaching the array: {v}");
     let id = v["id"].as_str().unwrap();
     let (_, system) = sim
@@ -288,11 +326,8 @@ async fn an_offline_array_answers_424() {
         "/hosts",
         "/iscsi/target-settings",
     ] {
-        assert_error(
-            &sim.request("GET", &sys(id, path), None).await,
-            424,
-            "storageSystemOffline",
-        );
+        let got = sim.request("GET", &sys(id, path), None).await;
+        assert_error(&got, 424, "storageSystemOffline");
     }
     let got = sim
         .request("POST", &sys(id, "/volumes"), Some(&json!({})))
@@ -301,156 +336,128 @@ async fn an_offline_array_answers_424() {
 }
 
 #[tokio::test]
-async fn injected_faults_before_and_after_the_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let (sim, id) = registered(
-        dir.path(),
-        false,
-        &[
-            "--fail",
-            "POST@volumes:1:422/after",
-            "--fail",
-            "POST@volume-mappings:1:422/after",
-            "--fail",
-            "GET@host-types:1",
-            "--fail",
-            "DELETE@volumes/*:1:500",
-        ],
-    )
+async fn a_create_or_a_map_answered_422_but_done() {
+    let a = Sys::start(&[
+        "--fail",
+        "POST@volumes:1:422/after",
+        "--fail",
+        "POST@volume-mappings:1:422/after",
+    ])
     .await;
-    let ssd = pool_ref(&sim, &id, "vg_ssd").await;
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ssd, "spurious", 1)),
-        )
+    let ssd = a.pool("vg_ssd").await;
+    let body = create_body(&ssd, "spurious", 1);
+    a.refused("POST", "/volumes", Some(body.clone()), 422, "injectedFault")
         .await;
-    assert_error(&got, 422, "injectedFault");
-    let (_, vols) = sim.request("GET", &sys(&id, "/volumes"), None).await;
-    let v = vols
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["label"] == "spurious")
-        .expect("created anyway");
+    let vols = a.get("/volumes").await;
+    let v = &vols[0];
+    assert_eq!(v["label"], "spurious", "created anyway");
     assert_eq!(
         v["metadata"],
         json!([{"key": "storch", "value": "spurious"}]),
         "with its tags"
     );
-    let vref = v["volumeRef"].as_str().unwrap().to_string();
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ssd, "spurious", 1)),
-        )
+    let vref = v["volumeRef"].as_str().unwrap();
+    // A request the array refuses is refused as such, not answered with the fault.
+    a.refused("POST", "/volumes", Some(body), 422, "duplicateLabel")
         .await;
-    assert_error(&got, 422, "duplicateLabel");
-
-    let (_, g) = sim
-        .request(
-            "POST",
-            &sys(&id, "/host-groups"),
-            Some(&json!({"name": "trident"})),
-        )
+    let g = a
+        .ok("POST", "/host-groups", json!({"name": "trident"}), 201)
         .await;
-    let group = g["clusterRef"].as_str().unwrap();
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&json!({"mappableObjectId": vref, "targetId": group})),
-        )
-        .await;
-    assert_error(&got, 422, "injectedFault");
-    let (_, v) = sim
-        .request("GET", &sys(&id, &format!("/volumes/{vref}")), None)
-        .await;
-    assert_eq!(v["listOfMappings"][0]["lun"], 1, "mapped anyway: {v}");
-
-    assert_error(
-        &sim.request("GET", &sys(&id, "/host-types"), None).await,
-        424,
+    let map = json!({"mappableObjectId": vref, "targetId": g["clusterRef"]});
+    a.refused(
+        "POST",
+        "/volume-mappings",
+        Some(map.clone()),
+        422,
         "injectedFault",
-    );
-    assert_error(
-        &sim.request("DELETE", &sys(&id, &format!("/volumes/{vref}")), None)
-            .await,
-        500,
-        "injectedFault",
-    );
-    assert_eq!(
-        volume_names(&sim, &id).await,
-        ["spurious"],
-        "a fault before the request changes nothing"
-    );
-    drop(sim);
-
-    // "422 but created" without the tags.
-    let (sim, id) = registered(
-        dir.path(),
-        false,
-        &["--fail", "POST@volumes:1:422/untagged"],
     )
     .await;
-    let ssd = pool_ref(&sim, &id, "vg_ssd").await;
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ssd, "bare", 1)),
-        )
-        .await;
-    assert_error(&got, 422, "injectedFault");
-    let (_, vols) = sim.request("GET", &sys(&id, "/volumes"), None).await;
+    let v = a.get(&format!("/volumes/{vref}")).await;
+    assert_eq!(v["listOfMappings"][0]["lun"], 1, "mapped anyway: {v}");
+    a.refused(
+        "POST",
+        "/volume-mappings",
+        Some(map),
+        422,
+        "volumeAlreadyMapped",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_create_answered_422_without_its_tags() {
+    let a = Sys::start(&["--fail", "POST@volumes:1:422/untagged"]).await;
+    let ssd = a.pool("vg_ssd").await;
+    a.refused(
+        "POST",
+        "/volumes",
+        Some(create_body(&ssd, "bare", 1)),
+        422,
+        "injectedFault",
+    )
+    .await;
+    let vols = a.get("/volumes").await;
     assert_eq!(vols[0]["label"], "bare");
     assert_eq!(vols[0]["metadata"], json!([]), "created without its tags");
-    // A request the array refuses is refused as such, not answered with the fault.
-    let got = sim
-        .request(
-            "POST",
-            &sys(&id, "/volumes"),
-            Some(&create_body(&ssd, "bare", 1)),
-        )
-        .await;
-    assert_error(&got, 422, "duplicateLabel");
-    drop(sim);
+}
 
-    // Faults on registration and everywhere, and an offline array by fault.
-    let sim = EseriesSim::start(
-        dir.path(),
-        false,
-        &["--fail", "POST@storage-systems:1:424", "--fail", "**:0"],
-    );
-    let body = json!({"controllerAddresses": CONTROLLERS, "password": ""});
-    assert_error(
-        &sim.request("POST", "/storage-systems", Some(&body)).await,
-        424,
+#[tokio::test]
+async fn faults_before_the_request_change_nothing() {
+    let a = Sys::start(&[
+        "--fail",
+        "GET@host-types:1",
+        "--fail",
+        "DELETE@volumes/*:1:500",
+        "--fail",
+        "volume-copy-jobs/**:1:503",
+        "--fail",
+        "**:0",
+    ])
+    .await;
+    let ssd = a.pool("vg_ssd").await;
+    let v = a.volume(&ssd, "v", 1).await;
+    a.refused("GET", "/host-types", None, 424, "injectedFault")
+        .await;
+    a.refused(
+        "DELETE",
+        &format!("/volumes/{v}"),
+        None,
+        500,
         "injectedFault",
-    );
+    )
+    .await;
+    a.refused("GET", "/volume-copy-jobs", None, 503, "injectedFault")
+        .await;
+    assert_eq!(a.names().await, ["v"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let sim = EseriesSim::start(dir.path(), false, &["--fail", "POST@storage-systems:1:424"]);
+    let got = sim
+        .request("POST", "/storage-systems", Some(&registration("")))
+        .await;
+    assert_error(&got, 424, "injectedFault");
     let (_, list) = sim.request("GET", "/storage-systems", None).await;
     assert_eq!(list, json!([]));
 }
 
+fn state_args<'a>(state: &'a str, password: &'a str) -> Vec<&'a str> {
+    vec![
+        "--pools",
+        POOLS,
+        "--state",
+        state,
+        "--array-password",
+        password,
+    ]
+}
+
 #[tokio::test]
-async fn state_survives_a_restart_and_a_changed_array_password_is_updated() {
+async fn state_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("es.json");
     let state_arg = state.to_str().unwrap();
-    let args = |pw: &'static str| {
-        vec![
-            "--pools",
-            POOLS,
-            "--state",
-            state_arg,
-            "--array-password",
-            pw,
-        ]
-    };
-    let sim = EseriesSim::start(dir.path(), true, &args("first"));
-    let id = sim.register("first").await;
+    let sim = EseriesSim::start(dir.path(), true, &state_args(state_arg, "pw"));
+    let id = sim.register("pw").await;
     let ssd = pool_ref(&sim, &id, "vg_ssd").await;
     let vref = create(&sim, &id, &ssd, "kept", 1).await["volumeRef"]
         .as_str()
@@ -463,13 +470,9 @@ async fn state_survives_a_restart_and_a_changed_array_password_is_updated() {
             Some(&json!({"name": "trident"})),
         )
         .await;
-    let group = g["clusterRef"].as_str().unwrap().to_string();
+    let map = json!({"mappableObjectId": vref, "targetId": g["clusterRef"]});
     let (s, m) = sim
-        .request(
-            "POST",
-            &sys(&id, "/volume-mappings"),
-            Some(&json!({"mappableObjectId": vref, "targetId": group})),
-        )
+        .request("POST", &sys(&id, "/volume-mappings"), Some(&map))
         .await;
     assert_eq!(s, 200, "{m}");
     let (_, before) = sim.request("GET", &sys(&id, ""), None).await;
@@ -478,8 +481,7 @@ async fn state_survives_a_restart_and_a_changed_array_password_is_updated() {
     assert_eq!(on_disk["format"], 1);
     assert_eq!(on_disk["array"]["volumes"][&vref]["label"], "kept");
 
-    // Same password: everything is there, refs and serial unchanged.
-    let sim = EseriesSim::start(dir.path(), true, &args("first"));
+    let sim = EseriesSim::start(dir.path(), true, &state_args(state_arg, "pw"));
     let (_, after) = sim.request("GET", &sys(&id, ""), None).await;
     assert_eq!(after["chassisSerialNumber"], before["chassisSerialNumber"]);
     assert_eq!(after["wwn"], before["wwn"]);
@@ -487,57 +489,10 @@ async fn state_survives_a_restart_and_a_changed_array_password_is_updated() {
         .request("GET", &sys(&id, &format!("/volumes/{vref}")), None)
         .await;
     assert_eq!(v["label"], "kept");
-    assert_eq!(v["listOfMappings"][0]["mapRef"], group.as_str());
-    assert_eq!(sim.register("first").await, id, "already registered");
+    assert_eq!(v["listOfMappings"][0], m);
+    assert_eq!(sim.register("pw").await, id, "still registered");
     drop(sim);
 
-    // The array's password changed: the proxy's copy is invalid until re-registered.
-    let sim = EseriesSim::start(dir.path(), true, &args("second"));
-    let (_, system) = sim.request("GET", &sys(&id, ""), None).await;
-    assert_eq!(system["passwordStatus"], "invalid");
-    assert_error(
-        &sim.request("GET", &sys(&id, "/volumes"), None).await,
-        422,
-        "authFailPassword",
-    );
-    let stale = json!({"controllerAddresses": CONTROLLERS, "password": "first"});
-    assert_error(
-        &sim.request("POST", "/storage-systems", Some(&stale)).await,
-        422,
-        "authFailPassword",
-    );
-    let fresh = json!({"controllerAddresses": CONTROLLERS, "password": "second"});
-    let (s, v) = sim.request("POST", "/storage-systems/", Some(&fresh)).await;
-    assert_eq!((s, v["id"].as_str()), (200, Some(id.as_str())), "{v}");
-    let (_, system) = sim.request("GET", &sys(&id, ""), None).await;
-    assert_eq!(system["passwordStatus"], "valid");
-    assert_eq!(volume_names(&sim, &id).await, ["kept"]);
-    drop(sim);
-    let sim = EseriesSim::start(dir.path(), true, &args("second"));
-    assert_eq!(
-        volume_names(&sim, &id).await,
-        ["kept"],
-        "the new password was persisted"
-    );
-
-    // POST /storage-systems/{id} {storedPassword} checks and updates it too.
-    let got = sim
-        .request(
-            "POST",
-            &format!("/storage-systems/{id}"),
-            Some(&json!({"storedPassword": "wrong"})),
-        )
-        .await;
-    assert_error(&got, 422, "authFailPassword");
-    let (s, _) = sim
-        .request(
-            "POST",
-            &format!("/storage-systems/{id}"),
-            Some(&json!({"storedPassword": "second"})),
-        )
-        .await;
-    assert_eq!(s, 200);
-    drop(sim);
     std::fs::write(&state, b"{}").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_storch-sim"))
         .args(["eseries", "--listen", "127.0.0.1:0", "--state", state_arg])
@@ -547,6 +502,58 @@ async fn state_survives_a_restart_and_a_changed_array_password_is_updated() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("state file"),
         "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_changed_array_password_is_updated_by_registering_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("es.json");
+    let state_arg = state.to_str().unwrap();
+    let sim = EseriesSim::start(dir.path(), false, &state_args(state_arg, "first"));
+    let id = sim.register("first").await;
+    let ssd = pool_ref(&sim, &id, "vg_ssd").await;
+    create(&sim, &id, &ssd, "kept", 1).await;
+    drop(sim);
+
+    // The array's password changed: the proxy's copy is invalid until re-registered.
+    let sim = EseriesSim::start(dir.path(), false, &state_args(state_arg, "second"));
+    let (_, system) = sim.request("GET", &sys(&id, ""), None).await;
+    assert_eq!(system["passwordStatus"], "invalid");
+    let got = sim.request("GET", &sys(&id, "/volumes"), None).await;
+    assert_error(&got, 422, "authFailPassword");
+    let got = sim
+        .request("POST", "/storage-systems", Some(&registration("first")))
+        .await;
+    assert_error(&got, 422, "authFailPassword");
+    let (s, v) = sim
+        .request("POST", "/storage-systems/", Some(&registration("second")))
+        .await;
+    assert_eq!((s, v["id"].as_str()), (200, Some(id.as_str())), "{v}");
+    let (_, system) = sim.request("GET", &sys(&id, ""), None).await;
+    assert_eq!(system["passwordStatus"], "valid");
+    assert_eq!(volume_names(&sim, &id).await, ["kept"]);
+    drop(sim);
+    let sim = EseriesSim::start(dir.path(), false, &state_args(state_arg, "second"));
+    assert_eq!(
+        volume_names(&sim, &id).await,
+        ["kept"],
+        "the new password was persisted"
+    );
+
+    // POST /storage-systems/{id} {storedPassword} checks and updates it too.
+    let path = format!("/storage-systems/{id}");
+    let got = sim
+        .request("POST", &path, Some(&json!({"storedPassword": "wrong"})))
+        .await;
+    assert_error(&got, 422, "authFailPassword");
+    let (s, v) = sim
+        .request("POST", &path, Some(&json!({"storedPassword": "second"})))
+        .await;
+    assert_eq!(
+        (s, v["passwordStatus"].as_str()),
+        (200, Some("valid")),
+        "{v}"
     );
 }
 
