@@ -106,6 +106,10 @@ async fn hosts_and_host_groups() {
         )
         .await;
     assert_eq!(other["clusterRef"], NULL_REF, "in no group");
+    let mut body = host_body("node4", lnx, "iqn.x:4", None);
+    body["groupId"] = json!("");
+    let h4 = a.ok("POST", "/hosts", body, 201).await;
+    assert_eq!(h4["clusterRef"], NULL_REF, "an empty groupId is no group");
     let no_group = format!("85{}", "1".repeat(38));
     let refused = [
         (host_body("node1", lnx, "iqn.x:new", None), "duplicateLabel"),
@@ -129,7 +133,7 @@ async fn hosts_and_host_groups() {
     for (body, retcode) in refused {
         a.refused("POST", "/hosts", Some(body), 422, retcode).await;
     }
-    assert_eq!(a.get("/hosts").await.as_array().unwrap().len(), 2);
+    assert_eq!(a.get("/hosts").await.as_array().unwrap().len(), 3);
     let (s, _) = a.call("DELETE", &format!("/host-groups/{g}"), None).await;
     assert_eq!(s, 204);
     assert_eq!(a.get(&format!("/hosts/{r}")).await["clusterRef"], NULL_REF);

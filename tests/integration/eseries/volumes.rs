@@ -206,3 +206,59 @@ async fn pool_space_reads_and_deletes() {
     assert_eq!(a.get("").await["freePoolSpaceAsString"], GIB.to_string());
     assert_eq!(a.names().await, ["two", "fits", "all"]);
 }
+
+#[tokio::test]
+async fn a_volume_is_renamed_and_retagged() {
+    let a = Sys::start(&[]).await;
+    let ssd = a.pool("vg_ssd").await;
+    let v = a.volume(&ssd, "old", 1).await;
+    a.volume(&ssd, "other", 1).await;
+    let path = format!("/volumes/{v}");
+    let body = json!({"metaTags": [{"key": "storch", "value": "new"},
+                                   {"key": "fstype", "value": "ext4"}]});
+    let got = a.ok("POST", &path, body, 200).await;
+    assert_eq!(
+        got["metadata"],
+        json!([{"key": "storch", "value": "new"}, {"key": "fstype", "value": "ext4"}]),
+        "replaced by key, added otherwise"
+    );
+    let got = a.ok("POST", &path, json!({"name": "renamed"}), 200).await;
+    assert_eq!(got["label"], "renamed");
+    assert_eq!(got["metadata"].as_array().unwrap().len(), 2, "tags kept");
+    let got = a
+        .ok(
+            "POST",
+            &path,
+            json!({"removeAllTags": true, "metaTags": [{"key": "k", "value": "v"}]}),
+            200,
+        )
+        .await;
+    assert_eq!(got["metadata"], json!([{"key": "k", "value": "v"}]));
+    a.refused(
+        "POST",
+        &path,
+        Some(json!({"name": "other"})),
+        422,
+        "duplicateLabel",
+    )
+    .await;
+    a.refused(
+        "POST",
+        &path,
+        Some(json!({"name": "x".repeat(31)})),
+        422,
+        "invalidLabel",
+    )
+    .await;
+    a.refused("POST", &path, Some(json!({"size": 2})), 422, "invalidInput")
+        .await;
+    let gone = format!("/volumes/02{}", "0".repeat(38));
+    a.refused("POST", &gone, Some(json!({"name": "n"})), 404, "notFound")
+        .await;
+    assert_eq!(a.names().await, ["renamed", "other"]);
+    // An empty owningControllerId counts as absent.
+    let mut body = create_body(&ssd, "owner", 1);
+    body["owningControllerId"] = json!("");
+    let v = a.ok("POST", "/volumes", body, 200).await;
+    assert!(is_ref(&v["preferredControllerId"], "07"), "{v}");
+}

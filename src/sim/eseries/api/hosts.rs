@@ -203,7 +203,7 @@ pub(super) fn create(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
     let name = f.str("name")?;
     check_label("name", name)?;
     let host_type = host_type(f.required("hostType")?)?;
-    let group = group_ref(&ctx.p.array, f.opt_str("groupId")?)?;
+    let group = group_ref(&ctx.p.array, f.opt_ref("groupId")?)?;
     let port_values = f.opt_array("ports")?;
     if ctx.p.array.hosts.values().any(|h| h.label == name) {
         return Err(refuse(

@@ -222,6 +222,7 @@ pub(super) const ROUTES: &[Route] = &[
     r("GET", "volumes", A, volumes::list),
     r("POST", "volumes", A, volumes::create),
     r("GET", "volumes/*", A, volumes::get),
+    r("POST", "volumes/*", A, volumes::update),
     r("DELETE", "volumes/*", A, volumes::delete),
     r("POST", "volumes/*/expand", A, volumes::expand),
     r("GET", "volumes/*/expand", A, volumes::expand_progress),
@@ -340,6 +341,11 @@ impl<'a> Fields<'a> {
         self.get(name)
             .map(|v| v.as_str().ok_or_else(|| wrong(name, "a string")))
             .transpose()
+    }
+
+    /// An optional ref or identifier: an empty string counts as absent, as JSON null does.
+    pub fn opt_ref(&self, name: &str) -> Result<Option<&'a str>, Fail> {
+        Ok(self.opt_str(name)?.filter(|s| !s.is_empty()))
     }
 
     pub fn str(&self, name: &str) -> Result<&'a str, Fail> {

@@ -45,8 +45,8 @@ pub(super) fn register(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
         ));
     }
     let password = f.opt_str("password")?.unwrap_or_default().to_string();
-    let wwn = f.opt_str("wwn")?.map(str::to_string);
-    let wanted_id = f.opt_str("id")?;
+    let wwn = f.opt_ref("wwn")?.map(str::to_string);
+    let wanted_id = f.opt_ref("id")?;
     f.opt_bool("enableTrace")?;
     f.opt_array("metaTags")?;
     let array = &ctx.p.array;
@@ -75,7 +75,6 @@ pub(super) fn register(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
                 format!("A storage system with id {id:?} is already registered"),
             ));
         }
-        Some("") => return Err(super::invalid("Invalid value for field id: empty")),
         Some(id) => id.to_string(),
         None => uuid::Uuid::new_v4().to_string(),
     };

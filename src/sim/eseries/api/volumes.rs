@@ -277,7 +277,7 @@ pub(super) fn create(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
     let size = bytes(&f, "size")?.div_ceil(BLOCK) * BLOCK;
     let seg = f.opt_u64("segSize")?;
     let da = f.opt_bool("dataAssuranceEnabled")?.unwrap_or(false);
-    let owner = f.opt_str("owningControllerId")?;
+    let owner = f.opt_ref("owningControllerId")?;
     let mut tags = meta_tags(f.opt_array("metaTags")?)?;
     let a = &ctx.p.array;
     let pool = a.pools.get(pool_id).ok_or_else(|| {
@@ -335,6 +335,53 @@ pub(super) fn create(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
     a.volumes.insert(r, v);
     ctx.dirty = true;
     ok(out)
+}
+
+/// `POST …/volumes/{ref}` `{name?, metaTags?, removeAllTags?}` (later Trident re-applies its
+/// tags with it): a new label (unique, 30 characters), tags added or replaced by key, all tags
+/// removed first with `removeAllTags`.
+pub(super) fn update(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
+    let r = req.arg(0);
+    volume(&ctx.p.array, r)?;
+    let f = req.fields(&["name", "metaTags", "removeAllTags"])?;
+    let name = f.opt_str("name")?;
+    let tags = f
+        .opt_array("metaTags")?
+        .map(|t| meta_tags(Some(t)))
+        .transpose()?;
+    let clear = f.opt_bool("removeAllTags")?.unwrap_or(false);
+    if let Some(n) = name {
+        check_label("name", n)?;
+        if ctx
+            .p
+            .array
+            .volumes
+            .iter()
+            .any(|(k, v)| k != r && v.label == n)
+        {
+            return Err(refuse(
+                retcodes::DUPLICATE_LABEL,
+                format!("A volume named {n:?} already exists"),
+            ));
+        }
+    }
+    let a = ctx.a();
+    let v = a.volumes.get_mut(r).expect("checked above");
+    if let Some(n) = name {
+        v.label = n.to_string();
+    }
+    if clear {
+        v.metadata.clear();
+    }
+    for (k, val) in tags.into_iter().flatten() {
+        match v.metadata.iter_mut().find(|(key, _)| *key == k) {
+            Some(t) => t.1 = val,
+            None => v.metadata.push((k, val)),
+        }
+    }
+    ctx.dirty = true;
+    let a = &ctx.p.array;
+    ok(volume_json(a, r, &a.volumes[r]))
 }
 
 /// The copy job that keeps a volume busy, if any.
