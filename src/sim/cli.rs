@@ -240,6 +240,9 @@ pub struct EseriesArgs {
     /// (applied at every start).
     #[arg(long, default_value = "expand,copy")]
     pub features: String,
+    /// Host groups a new array has, NAME,… (default none, as on a fresh array).
+    #[arg(long, value_name = "NAME,…", default_value = "")]
+    pub host_groups: String,
     /// Proxy user.
     #[arg(long, default_value = es::DEFAULT_USERNAME)]
     pub username: String,
@@ -294,6 +297,20 @@ impl EseriesArgs {
         {
             return Err(format!("--portals: {bad:?} is not an IPv4 address"));
         }
+        let host_groups: Vec<String> = self
+            .host_groups
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(str::to_string)
+            .collect();
+        for (i, g) in host_groups.iter().enumerate() {
+            if g.chars().count() > 30 || host_groups[..i].contains(g) {
+                return Err(format!(
+                    "--host-groups: {g:?} is longer than 30 characters or named twice"
+                ));
+            }
+        }
         let fail = self
             .fail
             .iter()
@@ -310,6 +327,7 @@ impl EseriesArgs {
                 password: self.array_password.clone(),
                 offline: self.offline,
                 features: es::Features::parse(&self.features)?,
+                host_groups,
             },
             latency: Duration::from_millis(self.latency_ms),
             fail,

@@ -191,6 +191,7 @@ impl Default for SimOptions {
                 password: String::new(),
                 offline: false,
                 features: Features::ALL,
+                host_groups: Vec::new(),
             },
             latency: Duration::ZERO,
             fail: Vec::new(),

@@ -283,6 +283,8 @@ pub struct ArraySpec {
     pub password: String,
     pub offline: bool,
     pub features: Features,
+    /// Host groups a new array has (none on a real fresh array).
+    pub host_groups: Vec<String>,
 }
 
 impl Proxy {
@@ -323,6 +325,10 @@ impl Proxy {
                     sequence: i as u64 + 1,
                 },
             );
+        }
+        for g in &spec.host_groups {
+            let r = array.new_ref(prefix::HOST_GROUP);
+            array.groups.insert(r, HostGroup { label: g.clone() });
         }
         Proxy {
             format: FORMAT,
@@ -437,6 +443,7 @@ mod tests {
             password: String::new(),
             offline: false,
             features: Features::ALL,
+            host_groups: vec!["trident".into()],
         });
         let r = p.array.new_ref(prefix::VOLUME);
         assert_eq!(r.len(), 40);

@@ -256,3 +256,36 @@ async fn the_iscsi_target_has_the_arrays_iqn_and_a_portal_per_port() {
         .collect();
     assert_eq!(tags, [1, 2, 1], "portals spread over controllers A and B");
 }
+
+#[tokio::test]
+async fn host_groups_a_new_array_starts_with() {
+    let a = Sys::start(&["--host-groups", "trident,backup"]).await;
+    let groups = a.get("/host-groups").await;
+    let labels: Vec<&str> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["trident", "backup"]);
+    assert!(
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| is_ref(&g["clusterRef"], "85"))
+    );
+    a.refused(
+        "POST",
+        "/host-groups",
+        Some(json!({"name": "trident"})),
+        422,
+        "duplicateLabel",
+    )
+    .await;
+    assert_eq!(
+        Sys::start(&[]).await.get("/host-groups").await,
+        json!([]),
+        "none by default"
+    );
+}

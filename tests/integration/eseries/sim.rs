@@ -566,6 +566,7 @@ fn bad_command_lines_are_refused() {
         vec!["--controllers", "a,a"],
         vec!["--portals", "not-an-ip"],
         vec!["--features", "snapshots"],
+        vec!["--host-groups", "g,g"],
         vec!["--fail", "volumes"],
         vec!["--fail", "volumes:2"],
         vec!["--fail", "volumes:1:200"],

@@ -264,6 +264,8 @@ fn command_line_options() {
         "4",
         "--copy-polls",
         "0",
+        "--host-groups",
+        "trident,other",
         "--latency-ms",
         "5",
     ])
@@ -282,6 +284,8 @@ fn command_line_options() {
     assert_eq!(o.fail[0].mode, FailMode::After);
     assert_eq!((o.tuning.expand_polls, o.tuning.copy_polls), (4, 0));
     assert_eq!(o.latency, Duration::from_millis(5));
+    assert_eq!(o.array.host_groups, ["trident", "other"]);
+    assert!(parse(&[]).unwrap().array.host_groups.is_empty());
     for bad in [
         &["--pools", "a:ssd"][..],
         &["--controllers", "a,b,c"],
@@ -289,6 +293,7 @@ fn command_line_options() {
         &["--portals", "host.example"],
         &["--features", "clones"],
         &["--fail", "volumes"],
+        &["--host-groups", "a,a"],
     ] {
         assert!(parse(bad).is_err(), "{bad:?}");
     }
