@@ -1,0 +1,9 @@
+//! E-Series (SANtricity Web Services Proxy REST): the simulator binary spoken to over HTTP(S)
+//! with raw requests: registration, faults, restarts and the command line (`sim`, which also
+//! holds the shared helpers), pools and volumes (`volumes`), hosts and mappings (`hosts`),
+//! expansion and copy jobs (`features`).
+
+mod features;
+mod hosts;
+mod sim;
+mod volumes;
