@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use storch::drivers::testing::req;
 use storch::drivers::{CloneRequest, DriverError, StorageDriver};
 use storch::model::{Offer, Request, VolumeConfig};
-use storch::sim::ontap::{FailRule, SimOptions, UserScope};
+use storch::sim::ontap::{AggregateSpec, FailRule, SimOptions, UserScope};
 
 fn offers(d: &storch::drivers::Discovery, pool: &str) -> Value {
     let p = d.pools.iter().find(|p| p.name == pool).expect("pool");
@@ -78,6 +78,41 @@ async fn discovery_pools_offers_and_names() {
     let d = discover(&named).await;
     assert_eq!(d.backend_name, "gold");
     assert_eq!(d.pools.len(), 1);
+}
+
+/// Issue 16, fault 6: encryption is offered per aggregate as `is-nve-capable` says, so an
+/// encrypted create never tries an aggregate that cannot encrypt.
+#[tokio::test]
+async fn encryption_is_offered_per_aggregate_as_ontap_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(
+        dir.path(),
+        SimOptions {
+            aggregates: AggregateSpec::parse_list("aggr1:ssd:10TiB,aggr2:hdd:50TiB:no-nve")
+                .unwrap(),
+            ..SimOptions::default()
+        },
+    )
+    .await;
+    let nas = driver(&backend(&sim, "ontap-nas", json!({})));
+    let d = discover(&nas).await;
+    assert_eq!(offers(&d, "aggr1")["encryption"], json!({"offer": true}));
+    assert_eq!(offers(&d, "aggr2")["encryption"], json!({"offer": false}));
+    // The array refuses what the offer no longer promises.
+    let mut r = req("enc", "aggr2", GIB);
+    r.requests
+        .insert("encryption".to_string(), Request::Bool(true));
+    let err = nas.create(&r).await.expect_err("aggr2 cannot encrypt");
+    assert!(err.to_string().contains("encryption"), "{err}");
+    assert!(
+        array_volumes(&sim, "svm1").is_empty(),
+        "nothing left behind"
+    );
+
+    // A FlexGroup spans every aggregate: one that cannot encrypt takes the offer away.
+    let fg = driver(&backend(&sim, "ontap-nas-flexgroup", json!({})));
+    let d = discover(&fg).await;
+    assert_eq!(offers(&d, "svm1")["encryption"], json!({"offer": false}));
 }
 
 #[tokio::test]
