@@ -202,7 +202,7 @@ pub(super) async fn create(
             c.volume_create(&d.svm, &spec, false).await?;
             let setup = async {
                 c.volume_mount(&d.svm, &fv, &format!("/{fv}")).await?;
-                c.volume_set_snapdir(&d.svm, &fv, false).await?;
+                c.volume_set_snapdir(&d.svm, &fv, false, false).await?;
                 c.quota_on(&d.svm, &fv).await
             };
             if let Err(e) = setup.await {

@@ -477,14 +477,57 @@ async fn clones_split_and_survive_a_lost_job_answer() {
         Some("/trident_lost")
     );
     sim.set_fail_rules(vec![]);
-    // A source with a live clone cannot go.
-    assert!(matches!(
-        d.destroy("trident_src").await,
-        Err(DriverError::Conflict(_))
-    ));
+    // A source with a live clone cannot go, and the refusal changes nothing: the parent
+    // stays online at its junction (issue 16, fault 1: it used to be unmounted and taken
+    // offline before ONTAP refused the destroy).
+    let err = d.destroy("trident_src").await.expect_err("has a clone");
+    assert!(matches!(err, DriverError::Conflict(_)), "{err:?}");
+    assert!(err.to_string().contains("has FlexClones"), "{err}");
+    let src = sim.array().svms["svm1"].volumes["trident_src"].clone();
+    assert_eq!(src.state, "online");
+    assert_eq!(src.junction.as_deref(), Some("/trident_src"));
+    assert_eq!(sim.calls("volume-unmount") + sim.calls("volume-offline"), 0);
     for n in ["trident_lost", "trident_split", "trident_src"] {
         d.destroy(n).await.unwrap();
     }
+}
+
+/// Issue 16, fault 4: ONTAP changes a FlexGroup only through the `-async` calls, and destroys
+/// it in one call with `unmount-and-offline`.
+#[tokio::test]
+async fn flexgroup_changes_go_through_the_async_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let d = driver(&backend(&sim, "ontap-nas-flexgroup", json!({})));
+    discover(&d).await;
+    d.create(&req("trident_fg", "svm1", 100 * GIB))
+        .await
+        .unwrap();
+    let v = sim.array().svms["svm1"].volumes["trident_fg"].clone();
+    assert_eq!(v.style, "flexgroup");
+    assert!(
+        !v.snapdir,
+        "snapshot directory hidden through volume-modify-iter-async"
+    );
+    assert_eq!(sim.calls("volume-modify-iter-async"), 1);
+    assert_eq!(sim.calls("volume-modify-iter"), 0);
+
+    d.resize("trident_fg", 200 * GIB).await.unwrap();
+    assert_eq!(
+        sim.array().svms["svm1"].volumes["trident_fg"].size,
+        200 * GIB
+    );
+    assert_eq!(sim.calls("volume-size-async"), 1);
+    assert_eq!(sim.calls("volume-size"), 0);
+
+    d.destroy("trident_fg").await.unwrap();
+    assert!(array_volumes(&sim, "svm1").is_empty());
+    assert_eq!(sim.calls("volume-destroy-async"), 1);
+    assert_eq!(
+        sim.calls("volume-unmount") + sim.calls("volume-offline") + sim.calls("volume-destroy"),
+        0
+    );
+    d.destroy("trident_fg").await.unwrap();
 }
 
 #[tokio::test]
