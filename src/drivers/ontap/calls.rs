@@ -469,18 +469,12 @@ impl ZapiClient {
 
     // ---- LUNs and igroups ----
 
-    pub async fn lun_create(
-        &self,
-        svm: &str,
-        path: &str,
-        size: u64,
-        thick: bool,
-    ) -> Result<u64, ZapiError> {
+    pub async fn lun_create(&self, svm: &str, path: &str, size: u64) -> Result<u64, ZapiError> {
         let n = Node::new("lun-create-by-size")
             .with_leaf("path", path)
             .with_leaf("size", size.to_string())
             .with_leaf("ostype", "linux")
-            .with_leaf("space-reservation-enabled", thick.to_string())
+            .with_leaf("space-reservation-enabled", "false")
             .with_leaf("space-allocation-enabled", "false");
         let r = self.call(&n, Some(svm)).await?;
         Ok(r.u64_at("actual-size").unwrap_or(size))

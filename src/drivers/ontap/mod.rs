@@ -49,6 +49,7 @@ use crate::model::{AccessInfo, Protocol, Request, VolumeConfig};
 
 pub use self::config::MIN_VOLUME_BYTES;
 pub use self::discovery::{Aggregate, Discovered, ENCRYPTION_ONTAPI, MIN_ONTAPI};
+pub use self::san::flexvol_bytes as san_flexvol_bytes;
 
 /// One ONTAP backend.
 pub struct OntapDriver {

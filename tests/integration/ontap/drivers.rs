@@ -369,7 +369,20 @@ async fn san_luns_igroup_and_access() {
     let svm = &arr.svms["svm1"];
     assert!(svm.igroups.contains_key("k8s-nodes"));
     assert_eq!(svm.luns["/vol/trident_lun_a/lun0"].maps["k8s-nodes"], 0);
-    assert_eq!(svm.luns["/vol/trident_lun_b/lun0"].size, GIB);
+    // ONTAP rounds the LUN up to whole cylinders; its FlexVol holds it with headroom, so a
+    // full thin LUN cannot take the FlexVol offline (issue 16, fault 2).
+    let lun = &svm.luns["/vol/trident_lun_b/lun0"];
+    assert_eq!(lun.size, 1_077_511_680);
+    assert_eq!(b.size_bytes, lun.size, "the size the array reports");
+    assert!(!lun.space_reserved, "thickness is the FlexVol's guarantee");
+    let fv = &svm.volumes["trident_lun_b"];
+    assert!(
+        fv.size * (100 - fv.snapshot_reserve) / 100 >= lun.size + lun.size / 10,
+        "FlexVol {} bytes with a {} % reserve for a LUN of {}",
+        fv.size,
+        fv.snapshot_reserve,
+        lun.size
+    );
 
     // A clone from a snapshot gets its own LUN, mapped.
     d.create_snapshot("trident_lun_a", "snap").await.unwrap();
@@ -398,9 +411,16 @@ async fn san_luns_igroup_and_access() {
     d.delete_snapshot("trident_lun_a", "snap").await.unwrap();
 
     d.resize("trident_lun_a", 2 * GIB).await.unwrap();
+    let lun = sim.array().svms["svm1"].luns["/vol/trident_lun_a/lun0"].clone();
+    assert!(lun.size >= 2 * GIB);
     assert_eq!(
         d.get("trident_lun_a").await.unwrap().unwrap().size_bytes,
-        2 * GIB
+        lun.size
+    );
+    let fv = sim.array().svms["svm1"].volumes["trident_lun_a"].clone();
+    assert!(
+        fv.size >= lun.size + lun.size / 10,
+        "grown with its headroom"
     );
     for n in ["trident_lun_a", "trident_lun_b"] {
         d.destroy(n).await.unwrap();

@@ -486,10 +486,15 @@ pub(super) fn volume_size(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R {
         .filter(|(p, _)| lun_volume(p) == Some(name.as_str()))
         .map(|(_, l)| l.size)
         .sum();
-    if target < lun_bytes {
+    let mut shrunk = v.clone();
+    shrunk.size = target;
+    if usable_for_luns(&shrunk) < lun_bytes {
         return Err(fail(
             errno::EVOLOPNOTSUPP,
-            format!("Unable to set volume attribute \"size\": the LUNs need {lun_bytes} bytes"),
+            format!(
+                "Unable to set volume attribute \"size\": the LUNs need {lun_bytes} bytes \
+                 outside the snapshot reserve"
+            ),
         ));
     }
     let v = svm
