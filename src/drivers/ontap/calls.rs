@@ -109,14 +109,38 @@ impl ZapiClient {
         self.call(&n, Some(svm)).await.map(|_| ())
     }
 
-    /// Sets `.snapshot` directory visibility: `volume-modify-iter`, or for a FlexGroup the
-    /// `-async` variant ONTAP requires (its job is waited for). Both pass even when the
-    /// per-volume modify failed, so the failure list is checked.
+    /// Sets `.snapshot` directory visibility.
     pub async fn volume_set_snapdir(
         &self,
         svm: &str,
         name: &str,
         visible: bool,
+        flexgroup: bool,
+    ) -> Result<(), ZapiError> {
+        let attrs = Node::new("volume-snapshot-attributes")
+            .with_leaf("snapdir-access-enabled", visible.to_string());
+        self.volume_modify(svm, name, attrs, flexgroup).await
+    }
+
+    /// Sets the volume comment (where storch marks the volumes it makes).
+    pub async fn volume_set_comment(
+        &self,
+        svm: &str,
+        name: &str,
+        comment: &str,
+    ) -> Result<(), ZapiError> {
+        let attrs = Node::new("volume-id-attributes").with_leaf("comment", comment);
+        self.volume_modify(svm, name, attrs, false).await
+    }
+
+    /// Changes one sub-object of a volume's attributes: `volume-modify-iter`, or for a
+    /// FlexGroup the `-async` variant ONTAP requires (its job is waited for). Both pass even
+    /// when the per-volume modify failed, so the failure list is checked.
+    async fn volume_modify(
+        &self,
+        svm: &str,
+        name: &str,
+        attributes: Node,
         flexgroup: bool,
     ) -> Result<(), ZapiError> {
         let api = if flexgroup {
@@ -126,14 +150,7 @@ impl ZapiClient {
         };
         let n = Node::new(api)
             .with(Node::new("query").with(volume_query(name, None)))
-            .with(
-                Node::new("attributes").with(
-                    Node::new("volume-attributes").with(
-                        Node::new("volume-snapshot-attributes")
-                            .with_leaf("snapdir-access-enabled", visible.to_string()),
-                    ),
-                ),
-            );
+            .with(Node::new("attributes").with(Node::new("volume-attributes").with(attributes)));
         let r = self.call(&n, Some(svm)).await?;
         let info = format!("{api}-info");
         if r.u64_at("num-failed").unwrap_or(0) > 0 {

@@ -37,7 +37,7 @@ pub fn flexvol_bytes(lun_bytes: u64, reserve_pct: u64) -> u64 {
     with_headroom.saturating_mul(100).div_ceil(usable_pct)
 }
 
-fn access(drv: &OntapDriver, d: &Discovered, lun_id: i32) -> AccessInfo {
+pub(super) fn access(drv: &OntapDriver, d: &Discovered, lun_id: i32) -> AccessInfo {
     AccessInfo {
         iscsi_target_portal: d.iscsi_portals.first().cloned().unwrap_or_default(),
         iscsi_portals: d.iscsi_portals.iter().skip(1).cloned().collect(),
