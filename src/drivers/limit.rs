@@ -14,8 +14,8 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use super::{
-    CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo, StorageDriver,
-    VolumeInfo,
+    CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, PlannedVolume, SnapshotInfo,
+    StorageDriver, VolumeInfo,
 };
 use crate::model::AccessInfo;
 
@@ -197,6 +197,10 @@ impl StorageDriver for LimitedDriver {
 
     async fn get(&self, internal_name: &str) -> DriverResult<Option<VolumeInfo>> {
         self.run("get", self.inner.get(internal_name)).await
+    }
+
+    async fn adopt(&self, planned: &PlannedVolume) -> DriverResult<Option<VolumeInfo>> {
+        self.run("adopt", self.inner.adopt(planned)).await
     }
 
     /// Looks the volume up first (in the same permit) to give its bytes back to its pool.

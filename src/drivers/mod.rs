@@ -134,6 +134,23 @@ pub struct CloneRequest {
     pub config: VolumeConfig,
 }
 
+/// A create or clone as it was planned: what [`StorageDriver::adopt`] compares an array
+/// volume found under its name with.
+#[derive(Debug, Clone)]
+pub enum PlannedVolume {
+    Create(CreateRequest),
+    Clone(CloneRequest),
+}
+
+impl PlannedVolume {
+    pub fn internal_name(&self) -> &str {
+        match self {
+            PlannedVolume::Create(r) => &r.internal_name,
+            PlannedVolume::Clone(r) => &r.internal_name,
+        }
+    }
+}
+
 /// One array family. Every method is idempotent where the array allows it: `destroy` of a
 /// volume already gone succeeds; `create` of a name that exists fails with `AlreadyExists`
 /// (the caller decides whether to adopt it).
@@ -155,6 +172,14 @@ pub trait StorageDriver: Send + Sync + std::fmt::Debug {
     async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo>;
     /// `Ok(None)` when the volume does not exist.
     async fn get(&self, internal_name: &str) -> DriverResult<Option<VolumeInfo>>;
+    /// The volume an interrupted create or clone left under the planned name, to adopt:
+    /// `Ok(None)` when there is none; a refusal when the array's volume is not storch's
+    /// (`AlreadyExists`) or differs from the plan (`Conflict`, naming the field). A refused
+    /// volume is left exactly as it is. The default trusts `get` (drivers whose names are
+    /// unique and whose volumes carry nothing to compare).
+    async fn adopt(&self, planned: &PlannedVolume) -> DriverResult<Option<VolumeInfo>> {
+        self.get(planned.internal_name()).await
+    }
     /// Idempotent: a volume already gone is success.
     async fn destroy(&self, internal_name: &str) -> DriverResult<()>;
     async fn resize(&self, internal_name: &str, size_bytes: u64) -> DriverResult<()>;

@@ -44,7 +44,8 @@ pub struct OntapArgs {
     /// The data SVM of a new array.
     #[arg(long, default_value = "svm1")]
     pub svm: String,
-    /// Aggregates of a new array: NAME:MEDIA:SIZE,… (media hdd, ssd, hybrid, vmdisk).
+    /// Aggregates of a new array: NAME:MEDIA:SIZE[:no-nve],… (media hdd, ssd, hybrid, vmdisk;
+    /// `no-nve`: the aggregate reports is-nve-capable false).
     #[arg(long, default_value = super::ontap::DEFAULT_AGGREGATES)]
     pub aggregates: String,
     /// Delay added to every request.

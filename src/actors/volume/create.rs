@@ -8,7 +8,9 @@ use crate::actors::error::{CoreError, RequestCtx};
 use crate::actors::messages::CreateVolume;
 use crate::actors::placement::{self, Planned};
 use crate::actors::shared::Shared;
-use crate::drivers::{CloneRequest, CreateRequest, DriverError, StorageDriver, VolumeInfo};
+use crate::drivers::{
+    CloneRequest, CreateRequest, DriverError, PlannedVolume, StorageDriver, VolumeInfo,
+};
 use crate::events::{Event, VolumeEvent};
 use crate::model::{PoolRef, Protocol, VolumeConfig, VolumeRequest};
 use crate::projections::{VolumeRecord, VolumeState};
@@ -216,7 +218,48 @@ async fn attempt(
             pool.backend
         )));
     }
-    let internal = internal_name(shared, &pool.backend, name)?;
+    let planned = planned_volume(shared, name, config, size_bytes, pool)?;
+    let driver = driver(shared, &pool.backend)?;
+    let created = match &planned {
+        PlannedVolume::Create(req) => driver.create(req).await,
+        PlannedVolume::Clone(req) => driver.clone_volume(req).await,
+    };
+    match created {
+        Ok(info) => Ok((info, false)),
+        Err(
+            e @ (DriverError::AlreadyExists(_)
+            | DriverError::Unavailable(_)
+            | DriverError::Other(_)),
+        ) => match driver.adopt(&planned).await {
+            Ok(Some(info)) => Ok((info, true)),
+            // The volume found is not storch's or not as planned: that refusal says why.
+            Err(refused @ (DriverError::AlreadyExists(_) | DriverError::Conflict(_))) => {
+                Err(refused)
+            }
+            _ => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// The create or clone of `name` on `pool` as planned: what an attempt asks the driver for,
+/// and what a volume found there must match to be adopted.
+fn planned_volume(
+    shared: &Shared,
+    name: &str,
+    config: &VolumeConfig,
+    size_bytes: u64,
+    pool: &PoolRef,
+) -> Result<PlannedVolume, DriverError> {
+    let internal_name = internal_name(shared, &pool.backend, name)?;
+    if !config.clone_source_volume.is_empty() {
+        return Ok(PlannedVolume::Clone(CloneRequest {
+            internal_name,
+            source_internal_name: config.clone_source_volume_internal.clone(),
+            source_snapshot: Some(config.clone_source_snapshot.clone()).filter(|s| !s.is_empty()),
+            config: config.clone(),
+        }));
+    }
     let requests = if config.storage_class.is_empty() {
         Default::default()
     } else {
@@ -229,37 +272,13 @@ async fn attempt(
             })
             .unwrap_or_default()
     };
-    let driver = driver(shared, &pool.backend)?;
-    let created = if config.clone_source_volume.is_empty() {
-        let req = CreateRequest {
-            internal_name: internal.clone(),
-            pool: pool.pool.clone(),
-            size_bytes,
-            config: config.clone(),
-            requests,
-        };
-        driver.create(&req).await
-    } else {
-        let req = CloneRequest {
-            internal_name: internal.clone(),
-            source_internal_name: config.clone_source_volume_internal.clone(),
-            source_snapshot: Some(config.clone_source_snapshot.clone()).filter(|s| !s.is_empty()),
-            config: config.clone(),
-        };
-        driver.clone_volume(&req).await
-    };
-    match created {
-        Ok(info) => Ok((info, false)),
-        Err(
-            e @ (DriverError::AlreadyExists(_)
-            | DriverError::Unavailable(_)
-            | DriverError::Other(_)),
-        ) => match driver.get(&internal).await {
-            Ok(Some(info)) => Ok((info, true)),
-            _ => Err(e),
-        },
-        Err(e) => Err(e),
-    }
+    Ok(PlannedVolume::Create(CreateRequest {
+        internal_name,
+        pool: pool.pool.clone(),
+        size_bytes,
+        config: config.clone(),
+        requests,
+    }))
 }
 
 async fn record_created(
@@ -309,11 +328,11 @@ pub(super) async fn reconcile_create(
     rec: &VolumeRecord,
 ) -> Result<(), CoreError> {
     let config = rec.config();
-    // Adopt the volume if any planned pool's backend already holds it.
+    // Adopt the volume if any planned pool's backend already holds it as planned.
     for pool in rec.candidates() {
         let found = async {
-            let internal = internal_name(shared, &pool.backend, name)?;
-            driver(shared, &pool.backend)?.get(&internal).await
+            let planned = planned_volume(shared, name, &config, rec.size_bytes, pool)?;
+            driver(shared, &pool.backend)?.adopt(&planned).await
         }
         .await;
         match found {
@@ -322,6 +341,11 @@ pub(super) async fn reconcile_create(
                 return record_created(shared, name, "reconcile", &config, pool, info, true).await;
             }
             Ok(_) => {}
+            // A volume of that name that is not storch's, or not as planned, stays as it is;
+            // placement's attempt on that pool records the refusal.
+            Err(e @ (DriverError::AlreadyExists(_) | DriverError::Conflict(_))) => {
+                tracing::warn!(volume = %name, backend = %pool.backend, error = %e, "not adopting the volume found");
+            }
             Err(e) => {
                 return Err(CoreError::Unavailable(format!(
                     "backend {} cannot be asked about volume {name}: {e}",

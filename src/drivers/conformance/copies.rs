@@ -230,12 +230,14 @@ pub(super) async fn check_resize(
     }
     if let Some(before) = before {
         let after = free_bytes(driver, pool, "resize: discover after grow").await;
+        let grown_by = opts.footprint(size * 2) - opts.footprint(size);
         assert_eq!(
             after,
-            before - size,
+            before - grown_by,
             "resize: free bytes after growing by {size}"
         );
-        if let Some(too_big) = (size * 2).checked_add(after).and_then(|s| s.checked_add(1)) {
+        let beyond = opts.largest_fitting(opts.footprint(size * 2) + after);
+        if let Some(too_big) = beyond.checked_add(1) {
             expect_class(
                 driver.resize(a, too_big).await,
                 Class::Conflict,
@@ -252,7 +254,7 @@ pub(super) async fn check_resize(
     if let Some(before) = before {
         assert_eq!(
             free_bytes(driver, pool, "resize: discover after destroy").await,
-            before + size,
+            before + opts.footprint(size),
             "resize: destroy of a grown volume did not give all its bytes back"
         );
     }

@@ -79,6 +79,9 @@ pub struct ConformanceOptions {
     /// The driver reports free bytes for the pool, deducts creates from them exactly, and
     /// refuses what does not fit with `Conflict`.
     pub capacity: bool,
+    /// The bytes a volume of N bytes takes from its pool, when that is not N (ontap-san
+    /// keeps its LUN in a FlexVol with headroom and the snapshot reserve). Must grow with N.
+    pub footprint: Option<fn(u64) -> u64>,
     /// How many volumes the concurrency check creates at once (0 skips it).
     pub concurrency: usize,
 }
@@ -94,8 +97,30 @@ impl Default for ConformanceOptions {
             resize: Support::Required,
             shrink_refused: true,
             capacity: true,
+            footprint: None,
             concurrency: 16,
         }
+    }
+}
+
+impl ConformanceOptions {
+    /// The bytes a volume of `n` bytes takes from its pool.
+    pub fn footprint(&self, n: u64) -> u64 {
+        self.footprint.map_or(n, |f| f(n))
+    }
+
+    /// The largest volume whose footprint fits in `free` bytes (0 when none does).
+    pub fn largest_fitting(&self, free: u64) -> u64 {
+        let (mut lo, mut hi) = (0u64, free);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.footprint(mid) <= free {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 }
 

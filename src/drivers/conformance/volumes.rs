@@ -254,19 +254,20 @@ pub(super) async fn check_capacity(
     let after = free_bytes(driver, pool, "capacity: discover after create").await;
     assert_eq!(
         after,
-        before - opts.size_bytes,
+        before - opts.footprint(opts.size_bytes),
         "capacity: free bytes after creating {} bytes",
         opts.size_bytes
     );
     // Exactly what is left fits.
-    if after >= opts.min_size_bytes.unwrap_or(1).max(1) && after > 0 {
+    let fill = opts.largest_fitting(after);
+    if fill >= opts.min_size_bytes.unwrap_or(1).max(1) && fill > 0 {
         ok(
-            driver.create(&create_req(&names.big, pool, after)).await,
+            driver.create(&create_req(&names.big, pool, fill)).await,
             "capacity: create of exactly the free bytes",
         );
         assert_eq!(
             free_bytes(driver, pool, "capacity: discover when full").await,
-            0,
+            after - opts.footprint(fill),
             "capacity: pool not full after using all its free bytes"
         );
         expect_class(

@@ -109,37 +109,74 @@ impl ZapiClient {
         self.call(&n, Some(svm)).await.map(|_| ())
     }
 
-    /// Sets `.snapshot` directory visibility (`volume-modify-iter`, which passes even when the
-    /// per-volume modify failed: `num-failed` is checked).
+    /// Sets `.snapshot` directory visibility.
     pub async fn volume_set_snapdir(
         &self,
         svm: &str,
         name: &str,
         visible: bool,
+        flexgroup: bool,
     ) -> Result<(), ZapiError> {
-        let n = Node::new("volume-modify-iter")
+        let attrs = Node::new("volume-snapshot-attributes")
+            .with_leaf("snapdir-access-enabled", visible.to_string());
+        self.volume_modify(svm, name, attrs, flexgroup).await
+    }
+
+    /// Sets the volume comment (where storch marks the volumes it makes).
+    pub async fn volume_set_comment(
+        &self,
+        svm: &str,
+        name: &str,
+        comment: &str,
+    ) -> Result<(), ZapiError> {
+        let attrs = Node::new("volume-id-attributes").with_leaf("comment", comment);
+        self.volume_modify(svm, name, attrs, false).await
+    }
+
+    /// Changes one sub-object of a volume's attributes: `volume-modify-iter`, or for a
+    /// FlexGroup the `-async` variant ONTAP requires (its job is waited for). Both pass even
+    /// when the per-volume modify failed, so the failure list is checked.
+    async fn volume_modify(
+        &self,
+        svm: &str,
+        name: &str,
+        attributes: Node,
+        flexgroup: bool,
+    ) -> Result<(), ZapiError> {
+        let api = if flexgroup {
+            "volume-modify-iter-async"
+        } else {
+            "volume-modify-iter"
+        };
+        let n = Node::new(api)
             .with(Node::new("query").with(volume_query(name, None)))
-            .with(
-                Node::new("attributes").with(
-                    Node::new("volume-attributes").with(
-                        Node::new("volume-snapshot-attributes")
-                            .with_leaf("snapdir-access-enabled", visible.to_string()),
-                    ),
-                ),
-            );
+            .with(Node::new("attributes").with(Node::new("volume-attributes").with(attributes)));
         let r = self.call(&n, Some(svm)).await?;
+        let info = format!("{api}-info");
         if r.u64_at("num-failed").unwrap_or(0) > 0 {
             let f = r
-                .at("failure-list/volume-modify-iter-info")
+                .at(&format!("failure-list/{info}"))
                 .cloned()
                 .unwrap_or_default();
             return Err(ZapiError::Api {
-                api: "volume-modify-iter".into(),
+                api: api.into(),
                 errno: f.u64_at("error-code").unwrap_or(0) as u32,
                 reason: f.str_at("error-message").to_string(),
             });
         }
-        Ok(())
+        if !flexgroup {
+            return Ok(());
+        }
+        match r.at(&format!("success-list/{info}")) {
+            Some(ok) => match ok.text_at("jobid") {
+                Some(id) if !id.is_empty() => self.wait_job(id, JOB_TIMEOUT).await,
+                _ => Ok(()),
+            },
+            None => Err(ZapiError::Malformed {
+                api: api.into(),
+                msg: format!("no FlexGroup named {name} was modified"),
+            }),
+        }
     }
 
     /// `volume-size` with a new size (absolute bytes); `-async` for FlexGroups.
@@ -162,36 +199,21 @@ impl ZapiClient {
         self.call(&n, Some(svm)).await.map(|_| ())
     }
 
-    /// Unmount, offline, destroy; each step treats "already done / already gone" as success.
+    /// Destroys a volume in one call with `unmount-and-offline`, as Trident does:
+    /// `volume-destroy`, or `volume-destroy-async` for a FlexGroup. Separate unmount and
+    /// offline calls would leave a volume ONTAP then refuses to destroy (one with FlexClones,
+    /// errno 15894) offline and without its junction; one call refuses without a change.
+    /// A volume already gone counts as destroyed.
     pub async fn volume_destroy(
         &self,
         svm: &str,
         name: &str,
         flexgroup: bool,
     ) -> Result<(), ZapiError> {
-        let gone = [
-            errno::EVOLUMEDOESNOTEXIST,
-            errno::EOBJECTNOTFOUND,
-            errno::ENOENT,
-        ];
-        let unmount = Node::new("volume-unmount")
-            .with_leaf("volume-name", name)
-            .with_leaf("force", "true");
-        match self.call(&unmount, Some(svm)).await {
-            Ok(_) => {}
-            Err(e) if e.is_errno(&gone) => return Ok(()),
-            Err(e) if e.is_errno(&[errno::EVOL_NOT_MOUNTED]) => {}
-            Err(e) => return Err(e),
-        }
-        let offline = Node::new("volume-offline").with_leaf("name", name);
-        match self.call(&offline, Some(svm)).await {
-            Ok(_) => {}
-            Err(e) if e.is_errno(&gone) => return Ok(()),
-            Err(e) if e.is_errno(&[errno::EVOLUMEOFFLINE]) => {}
-            Err(e) => return Err(e),
-        }
         let result = if flexgroup {
-            let n = Node::new("volume-destroy-async").with_leaf("volume-name", name);
+            let n = Node::new("volume-destroy-async")
+                .with_leaf("volume-name", name)
+                .with_leaf("unmount-and-offline", "true");
             self.call_async(&n, Some(svm), JOB_TIMEOUT).await
         } else {
             let n = Node::new("volume-destroy")
@@ -200,7 +222,16 @@ impl ZapiClient {
             self.call(&n, Some(svm)).await.map(|_| ())
         };
         match result {
-            Err(e) if e.is_errno(&gone) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) if e.is_errno(&[errno::EVOLDEL_NOT_ALLOW_BY_CLONE]) => Err(ZapiError::Api {
+                api: "volume-destroy".into(),
+                errno: errno::EVOLDEL_NOT_ALLOW_BY_CLONE,
+                reason: format!(
+                    "volume {name} has FlexClones; delete or split its clones first \
+                     (the volume was left as it was): {}",
+                    e.reason()
+                ),
+            }),
             r => r,
         }
     }
@@ -455,18 +486,12 @@ impl ZapiClient {
 
     // ---- LUNs and igroups ----
 
-    pub async fn lun_create(
-        &self,
-        svm: &str,
-        path: &str,
-        size: u64,
-        thick: bool,
-    ) -> Result<u64, ZapiError> {
+    pub async fn lun_create(&self, svm: &str, path: &str, size: u64) -> Result<u64, ZapiError> {
         let n = Node::new("lun-create-by-size")
             .with_leaf("path", path)
             .with_leaf("size", size.to_string())
             .with_leaf("ostype", "linux")
-            .with_leaf("space-reservation-enabled", thick.to_string())
+            .with_leaf("space-reservation-enabled", "false")
             .with_leaf("space-allocation-enabled", "false");
         let r = self.call(&n, Some(svm)).await?;
         Ok(r.u64_at("actual-size").unwrap_or(size))

@@ -39,6 +39,8 @@ pub struct Aggregate {
     /// `hdd`, `hybrid` or `ssd` when the array says so.
     pub media: Option<String>,
     pub available: u64,
+    /// `is-nve-capable`; assumed until `vserver-show-aggr-get-iter` says otherwise, so a user
+    /// who may not read it leaves the decision to the array.
     pub nve_capable: bool,
 }
 
@@ -143,7 +145,7 @@ impl OntapDriver {
                         name: a.str_at("aggr-name").to_string(),
                         media: None,
                         available: a.u64_at("aggr-availsize").unwrap_or(0),
-                        nve_capable: false,
+                        nve_capable: true,
                     })
                     .collect()
             })
@@ -304,7 +306,8 @@ impl OntapDriver {
             offers.insert("backendType".to_string(), backend_type);
             offers.insert("snapshots".to_string(), Offer::Bool(true));
             offers.insert("clones".to_string(), Offer::Bool(false));
-            let nve = d.ontapi >= ENCRYPTION_ONTAPI && d.aggregates.iter().any(|a| a.nve_capable);
+            // A FlexGroup spreads over every aggregate: each must be able to encrypt.
+            let nve = d.ontapi >= ENCRYPTION_ONTAPI && d.aggregates.iter().all(|a| a.nve_capable);
             offers.insert("encryption".to_string(), Offer::Bool(nve));
             let free = d.aggregates.iter().map(|a| a.available).sum();
             let pool = PoolInfo {
@@ -322,9 +325,11 @@ impl OntapDriver {
             offers.insert("backendType".to_string(), backend_type.clone());
             offers.insert("snapshots".to_string(), Offer::Bool(features));
             offers.insert("clones".to_string(), Offer::Bool(features));
+            // Per aggregate, as ONTAP reports it: offering NVE on an aggregate that says
+            // `is-nve-capable false` only makes encrypted creates fail there.
             offers.insert(
                 "encryption".to_string(),
-                Offer::Bool(d.ontapi >= ENCRYPTION_ONTAPI),
+                Offer::Bool(d.ontapi >= ENCRYPTION_ONTAPI && a.nve_capable),
             );
             offers.insert(
                 "provisioningType".to_string(),

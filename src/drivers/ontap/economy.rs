@@ -41,17 +41,27 @@ fn new_pool_name(storage_prefix: &str) -> String {
     format!("{}{suffix}", pool_prefix(storage_prefix))
 }
 
+/// A qtree's size as its quota holds it. Quotas are in KiB: sizes are kept whole KiB so that
+/// FlexVol sizes add up exactly.
+pub(super) fn quota_bytes(size: u64) -> u64 {
+    size.div_ceil(1024) * 1024
+}
+
 /// Where a qtree lives.
-struct Located {
-    flexvol: VolumeRecord,
-    size: u64,
+pub(super) struct Located {
+    pub flexvol: VolumeRecord,
+    pub size: u64,
 }
 
 fn quota_target(flexvol: &str, qtree: &str) -> String {
     format!("/vol/{flexvol}/{qtree}")
 }
 
-async fn locate(drv: &OntapDriver, d: &Discovered, name: &str) -> DriverResult<Option<Located>> {
+pub(super) async fn locate(
+    drv: &OntapDriver,
+    d: &Discovered,
+    name: &str,
+) -> DriverResult<Option<Located>> {
     let prefix = pool_prefix(&drv.cfg.prefix);
     let c = &drv.client;
     let qtrees = c.qtrees(&d.svm, &format!("{prefix}*"), Some(name)).await?;
@@ -158,8 +168,7 @@ pub(super) async fn create(
         )));
     }
     let aggr = drv.aggregate(d, &req.pool)?;
-    // Quotas are in KiB: keep sizes whole KiB so that FlexVol sizes add up exactly.
-    let size = req.size_bytes.div_ceil(1024) * 1024;
+    let size = quota_bytes(req.size_bytes);
     let c = &drv.client;
     let _guard = drv.eco_lock.lock().await;
 
@@ -196,13 +205,13 @@ pub(super) async fn create(
                 unix_permissions: Some("---rwxrwxrwx".into()),
                 security_style: o.security_style.clone(),
                 encrypt: o.encryption,
-                comment: String::new(),
+                comment: super::adopt::mark(&fv),
                 junction_path: None,
             };
             c.volume_create(&d.svm, &spec, false).await?;
             let setup = async {
                 c.volume_mount(&d.svm, &fv, &format!("/{fv}")).await?;
-                c.volume_set_snapdir(&d.svm, &fv, false).await?;
+                c.volume_set_snapdir(&d.svm, &fv, false, false).await?;
                 c.quota_on(&d.svm, &fv).await
             };
             if let Err(e) = setup.await {

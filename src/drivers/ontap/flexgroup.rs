@@ -28,7 +28,9 @@ pub(super) async fn create(
     drv.client.volume_create(&d.svm, &spec, true).await?;
     let finish = async {
         if !o.snapshot_dir {
-            drv.client.volume_set_snapdir(&d.svm, name, false).await?;
+            drv.client
+                .volume_set_snapdir(&d.svm, name, false, true)
+                .await?;
         }
         Ok::<_, ZapiError>(())
     };

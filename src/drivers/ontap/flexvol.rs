@@ -31,7 +31,7 @@ pub(super) fn flexvol_create(
         unix_permissions: Some(o.unix_permissions.clone()),
         security_style: o.security_style.clone(),
         encrypt: o.encryption,
-        comment: String::new(),
+        comment: super::adopt::mark(name),
         junction_path: None,
     }
 }
@@ -171,6 +171,14 @@ pub(super) async fn clone_flexvol(
             }
         }
         Err(e) => return Err(e.into()),
+    }
+    // A FlexClone inherits its parent's comment: mark it as this volume.
+    if let Err(e) = c
+        .volume_set_comment(&d.svm, name, &super::adopt::mark(name))
+        .await
+    {
+        rollback(drv, d, name, false).await;
+        return Err(e.into());
     }
     Ok(o)
 }

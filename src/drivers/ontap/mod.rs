@@ -22,6 +22,7 @@
 //! - ontap-san: one FlexVol per volume holding the LUN `/vol/<name>/lun0`, mapped to the
 //!   backend's igroup (created when missing).
 
+mod adopt;
 mod calls;
 pub mod client;
 pub mod config;
@@ -42,13 +43,14 @@ use serde_json::{Value, json};
 use self::client::ZapiClient;
 use self::config::{OntapConfig, Variant, go_bool};
 use super::{
-    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
-    StorageDriver, VolumeInfo,
+    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, PlannedVolume,
+    SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Protocol, Request, VolumeConfig};
 
 pub use self::config::MIN_VOLUME_BYTES;
 pub use self::discovery::{Aggregate, Discovered, ENCRYPTION_ONTAPI, MIN_ONTAPI};
+pub use self::san::flexvol_bytes as san_flexvol_bytes;
 
 /// One ONTAP backend.
 pub struct OntapDriver {
@@ -368,6 +370,11 @@ impl StorageDriver for OntapDriver {
             Variant::NasEconomy => economy::get(self, &d, internal_name).await,
             Variant::San => san::get(self, &d, internal_name).await,
         }
+    }
+
+    async fn adopt(&self, planned: &PlannedVolume) -> DriverResult<Option<VolumeInfo>> {
+        let d = self.ctx().await?;
+        adopt::adopt(self, &d, planned).await
     }
 
     async fn destroy(&self, internal_name: &str) -> DriverResult<()> {

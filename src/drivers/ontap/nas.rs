@@ -59,7 +59,9 @@ pub(super) async fn create(
             .volume_mount(&d.svm, name, &format!("/{name}"))
             .await?;
         if !o.snapshot_dir {
-            drv.client.volume_set_snapdir(&d.svm, name, false).await?;
+            drv.client
+                .volume_set_snapdir(&d.svm, name, false, false)
+                .await?;
         }
         Ok::<_, ZapiError>(())
     };

@@ -15,7 +15,29 @@ pub fn lun_path(volume: &str) -> String {
     format!("/vol/{volume}/lun0")
 }
 
-fn access(drv: &OntapDriver, d: &Discovered, lun_id: i32) -> AccessInfo {
+/// ONTAP makes a LUN a whole number of cylinders (255 heads × 63 sectors × 512 bytes), so a
+/// LUN is up to this much larger than asked: a 1 GiB LUN is 1,077,511,680 bytes.
+const LUN_CYLINDER: u64 = 255 * 63 * 512;
+
+/// Room a LUN's FlexVol keeps beyond the LUN, in percent: for LUN metadata and so that a thin
+/// LUN that fills up never takes a FlexVol of exactly its size offline.
+const HEADROOM_PCT: u64 = 10;
+
+/// ONTAP's snapshot reserve when none is configured: 0 without a snapshot policy, else 5 %.
+fn default_snapshot_reserve(policy: &str) -> u64 {
+    if policy == "none" { 0 } else { 5 }
+}
+
+/// The FlexVol size that holds a LUN asked for as `lun_bytes`, rounded up by ONTAP, with its
+/// headroom, outside the snapshot reserve (`reserve_pct` of the FlexVol).
+pub fn flexvol_bytes(lun_bytes: u64, reserve_pct: u64) -> u64 {
+    let lun = lun_bytes.saturating_add(LUN_CYLINDER);
+    let with_headroom = lun.saturating_mul(100 + HEADROOM_PCT).div_ceil(100);
+    let usable_pct = 100u64.saturating_sub(reserve_pct.min(90));
+    with_headroom.saturating_mul(100).div_ceil(usable_pct)
+}
+
+pub(super) fn access(drv: &OntapDriver, d: &Discovered, lun_id: i32) -> AccessInfo {
     AccessInfo {
         iscsi_target_portal: d.iscsi_portals.first().cloned().unwrap_or_default(),
         iscsi_portals: d.iscsi_portals.iter().skip(1).cloned().collect(),
@@ -35,17 +57,24 @@ pub(super) async fn create(
 ) -> DriverResult<VolumeInfo> {
     let aggr = drv.aggregate(d, &req.pool)?;
     let name = &req.internal_name;
-    let mut spec = flexvol_create(name, vec![aggr.name.clone()], req.size_bytes, o);
-    // A LUN's FlexVol is not exported and has no NFS permissions.
+    let reserve = match &o.snapshot_reserve {
+        Some(r) => r.trim().parse().map_err(|_| {
+            DriverError::Invalid(format!("invalid value for snapshotReserve: {r:?}"))
+        })?,
+        None => default_snapshot_reserve(&o.snapshot_policy),
+    };
+    let size = flexvol_bytes(req.size_bytes, reserve);
+    let mut spec = flexvol_create(name, vec![aggr.name.clone()], size, o);
+    // A LUN's FlexVol is not exported and has no NFS permissions; its reserve is explicit,
+    // since its size is computed from it. Thickness is the FlexVol's space guarantee: the
+    // LUN itself is never space-reserved.
     spec.export_policy = None;
     spec.unix_permissions = None;
+    spec.snapshot_reserve = Some(reserve.to_string());
     drv.client.volume_create(&d.svm, &spec, false).await?;
     let path = lun_path(name);
     let finish = async {
-        let size = drv
-            .client
-            .lun_create(&d.svm, &path, req.size_bytes, o.space_reserve == "volume")
-            .await?;
+        let size = drv.client.lun_create(&d.svm, &path, req.size_bytes).await?;
         let id = drv
             .client
             .lun_map(&d.svm, &path, &drv.cfg.igroup_name)
@@ -161,8 +190,12 @@ pub(super) async fn resize(
     if size == current {
         return Ok(());
     }
-    if vol.size < size {
-        c.volume_set_size(&d.svm, name, size, false).await?;
+    let reserve = vol
+        .snapshot_reserve
+        .unwrap_or_else(|| default_snapshot_reserve(&vol.snapshot_policy));
+    let needed = flexvol_bytes(size, reserve);
+    if vol.size < needed {
+        c.volume_set_size(&d.svm, name, needed, false).await?;
     }
     c.lun_resize(&d.svm, &path, size).await.map_err(Into::into)
 }
@@ -195,4 +228,21 @@ pub(super) async fn clone(
     get(drv, d, name)
         .await?
         .ok_or_else(|| DriverError::Other(format!("clone {name} vanished after its create")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flexvol_holds_the_rounded_lun_its_headroom_and_the_snapshot_reserve() {
+        const GIB: u64 = 1 << 30;
+        // ONTAP's 1 GiB LUN (1,077,511,680 bytes) plus 10 % fits outside a 10 % reserve.
+        let v = flexvol_bytes(GIB, 10);
+        assert!(v / 10 * 9 >= 1_077_511_680 / 10 * 11, "{v}");
+        // A tiny LUN rounds up by most of a cylinder.
+        assert!(flexvol_bytes(20 << 20, 0) >= 3 * LUN_CYLINDER);
+        // The reserve is capped as ONTAP caps it (90 %).
+        assert_eq!(flexvol_bytes(GIB, 95), flexvol_bytes(GIB, 90));
+    }
 }

@@ -456,14 +456,21 @@ impl ElementClient {
     /// `DeleteVolume` then `PurgeDeletedVolume`; a volume already gone counts as deleted.
     pub async fn delete_volume(&self, id: i64) -> Result<(), ElementError> {
         let p = VolumeIdParams { volume_id: id };
-        for method in ["DeleteVolume", "PurgeDeletedVolume"] {
-            match self.call::<_, Value>(method, &p).await {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => return Ok(()),
-                Err(e) => return Err(e),
-            }
+        match self.call::<_, Value>("DeleteVolume", &p).await {
+            Ok(_) => self.purge_deleted_volume(id).await,
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
         }
-        Ok(())
+    }
+
+    /// `PurgeDeletedVolume` of a deleted volume; a volume already gone counts as purged.
+    pub async fn purge_deleted_volume(&self, id: i64) -> Result<(), ElementError> {
+        let p = VolumeIdParams { volume_id: id };
+        match self.call::<_, Value>("PurgeDeletedVolume", &p).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn snapshots(&self, volume_id: i64) -> Result<Vec<Snapshot>, ElementError> {

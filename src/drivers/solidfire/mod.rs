@@ -35,7 +35,7 @@ use self::config::{DEFAULT_POOL, DEFAULT_POOL_IOPS, SolidFireConfig};
 use self::wire::{Account, Qos};
 use super::{
     Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
-    SnapshotInfo, StorageDriver, VolumeInfo,
+    PlannedVolume, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
@@ -414,6 +414,32 @@ impl StorageDriver for SolidFireDriver {
         let d = self.ctx().await?;
         let found = volumes::find(self, &d, internal_name).await?;
         Ok(found.map(|v| self.info(&d, &v)))
+    }
+
+    async fn adopt(&self, planned: &PlannedVolume) -> DriverResult<Option<VolumeInfo>> {
+        let d = self.ctx().await?;
+        let name = planned.internal_name();
+        let _turn = self.names.lock(name).await;
+        let plan = match planned {
+            PlannedVolume::Create(req) => volumes::Plan::create(self, &d, req)?,
+            PlannedVolume::Clone(req) => match volumes::clone_plan(self, &d, req).await? {
+                Some(plan) => plan,
+                // Without its source a clone cannot be compared: only a lookup says whether
+                // one was made (never adopted blindly).
+                None => {
+                    return match volumes::find(self, &d, name).await? {
+                        None => Ok(None),
+                        Some(v) => Err(DriverError::Conflict(format!(
+                            "volume {name} exists (volume {}, made by storch) but its clone \
+                             source {} is gone, so it cannot be checked against the plan; it \
+                             is not adopted and left as it is",
+                            v.volume_id, req.source_internal_name
+                        ))),
+                    };
+                }
+            },
+        };
+        volumes::adopt(self, &d, name, &plan).await
     }
 
     async fn destroy(&self, internal_name: &str) -> DriverResult<()> {

@@ -405,3 +405,84 @@ async fn one_name_at_a_time_and_unused_locks_are_forgotten() {
     waiter.await.unwrap();
     assert!(locks.0.lock().unwrap().is_empty(), "no lock is kept");
 }
+
+/// Storch's 1 GB Gold volume `pvc-1` of account 7, 512e, as the array lists it.
+fn gold_volume() -> wire::Volume {
+    serde_json::from_value(json!({
+        "volumeID": 42, "name": "pvc-1", "accountID": 7, "status": "active",
+        "totalSize": 1_000_000_000u64, "enable512e": true,
+        "qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000},
+        "attributes": {"storch": {"name": "pvc-1", "createdBy": "storch", "pool": "Gold"}},
+    }))
+    .unwrap()
+}
+
+fn gold_plan(d: &SolidFireDriver) -> volumes::Plan {
+    let req = crate::drivers::testing::req("pvc-1", "Gold", 1_000_000_000);
+    volumes::Plan::create(d, &discovered(None), &req).unwrap()
+}
+
+#[test]
+fn storch_volume_as_planned_is_adoptable() {
+    let d = driver(&base());
+    let v = gold_volume();
+    assert!(volumes::is_ours(&v));
+    assert_eq!(gold_plan(&d).mismatch(&v), None);
+    // The cluster may round the size up to a whole MiB.
+    let mut rounded = v.clone();
+    rounded.total_size = 1_000_000_000 + 1000;
+    assert_eq!(gold_plan(&d).mismatch(&rounded), None);
+}
+
+#[test]
+fn storch_volume_made_otherwise_names_the_field() {
+    let d = driver(&base());
+    type Change = fn(&mut wire::Volume);
+    let cases: [(&str, Change); 7] = [
+        ("accountID is 8, planned 7", |v| v.account_id = 8),
+        ("totalSize is 2000000000, planned 1000000000", |v| {
+            v.total_size = 2_000_000_000
+        }),
+        ("qos.minIOPS is 1000, planned 6000", |v| {
+            v.qos.min_iops = 1000
+        }),
+        ("qos.maxIOPS is 9000, planned 8000", |v| {
+            v.qos.max_iops = 9000
+        }),
+        ("qos.burstIOPS is 12000, planned 10000", |v| {
+            v.qos.burst_iops = 12000
+        }),
+        ("enable512e is false, planned true", |v| {
+            v.enable512e = false
+        }),
+        (
+            "pool (in its attributes) is \"Bronze\", planned \"Gold\"",
+            |v| v.attributes["storch"]["pool"] = json!("Bronze"),
+        ),
+    ];
+    for (want, change) in cases {
+        let mut v = gold_volume();
+        change(&mut v);
+        let got = gold_plan(&d).mismatch(&v);
+        assert_eq!(got.as_deref(), Some(format!("its {want}").as_str()));
+    }
+    // A 4K plan (DefaultBlockSize 4096) does not take a 512e volume.
+    let native = driver(&merged(base(), json!({"DefaultBlockSize": 4096})));
+    assert_eq!(
+        gold_plan(&native).mismatch(&gold_volume()).as_deref(),
+        Some("its enable512e is true, planned false")
+    );
+}
+
+#[test]
+fn a_volume_without_storch_attributes_for_its_name_is_not_ours() {
+    let mut v = gold_volume();
+    v.attributes = json!({"docker-name": "pvc-1", "fstype": "xfs"});
+    assert!(!volumes::is_ours(&v), "Trident's attributes");
+    v.attributes = json!({});
+    assert!(!volumes::is_ours(&v), "no attributes");
+    v.attributes = json!({"storch": {"name": "pvc-2", "createdBy": "storch"}});
+    assert!(!volumes::is_ours(&v), "storch's attributes of another name");
+    v.attributes = json!({"storch": {"name": "pvc-1", "createdBy": "someone"}});
+    assert!(!volumes::is_ours(&v), "made by someone else");
+}

@@ -29,13 +29,100 @@ const VISIBLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// One MiB: the granularity the cluster rounds sizes to.
 const MIB: u64 = 1 << 20;
 
-/// Whether storch created this volume (its attributes say so).
+/// Whether storch created this volume: its attributes say storch made it, under this name.
 pub fn is_ours(v: &Volume) -> bool {
+    let ours = v.attributes.get(ATTR_KEY);
+    let field = |k: &str| ours.and_then(|s| s.get(k)).and_then(Value::as_str);
+    field("createdBy") == Some("storch") && field("name") == Some(v.name.as_str())
+}
+
+/// What a create or clone planned, to compare with storch's volume found under its name.
+pub struct Plan {
+    pub account_id: i64,
+    /// `None` for a clone (it takes its source's size).
+    pub total_size: Option<u64>,
+    /// `None`: the cluster's default, unknown to this backend (not compared).
+    pub qos: Option<Qos>,
+    /// `None` for a clone (it takes its source's block size).
+    pub enable512e: Option<bool>,
+    pub pool: String,
+}
+
+impl Plan {
+    /// What `create` of `req` makes.
+    pub fn create(
+        drv: &SolidFireDriver,
+        d: &Discovered,
+        req: &CreateRequest,
+    ) -> DriverResult<Plan> {
+        Ok(Plan {
+            account_id: d.account.account_id,
+            total_size: Some(req.size_bytes),
+            qos: drv.plan_qos(d, &req.pool, &req.config)?,
+            enable512e: Some(enable512e(drv, &req.config)),
+            pool: req.pool.clone(),
+        })
+    }
+
+    /// What a clone of `source` into `pool` makes: the source's block size and QoS, or
+    /// the QoS the clone's config asks for.
+    pub fn clone(d: &Discovered, source: &Volume, pool: &str, qos: Option<Qos>) -> Plan {
+        Plan {
+            account_id: d.account.account_id,
+            total_size: None,
+            qos: Some(qos.unwrap_or(source.qos)),
+            enable512e: Some(source.enable512e),
+            pool: pool.to_string(),
+        }
+    }
+
+    /// The first field in which storch's volume `v` differs from the plan, as a message.
+    pub fn mismatch(&self, v: &Volume) -> Option<String> {
+        let differs =
+            |field: &str, actual: &dyn std::fmt::Display, planned: &dyn std::fmt::Display| {
+                Some(format!("its {field} is {actual}, planned {planned}"))
+            };
+        if v.account_id != self.account_id {
+            return differs("accountID", &v.account_id, &self.account_id);
+        }
+        if let Some(size) = self.total_size
+            && !size_matches(v.total_size, size)
+        {
+            return differs("totalSize", &v.total_size, &size);
+        }
+        if let Some(q) = self.qos {
+            let pairs = [
+                ("qos.minIOPS", v.qos.min_iops, q.min_iops),
+                ("qos.maxIOPS", v.qos.max_iops, q.max_iops),
+                ("qos.burstIOPS", v.qos.burst_iops, q.burst_iops),
+            ];
+            if let Some((field, actual, planned)) = pairs.iter().find(|(_, a, p)| a != p) {
+                return differs(field, actual, planned);
+            }
+        }
+        if let Some(e) = self.enable512e
+            && v.enable512e != e
+        {
+            return differs("enable512e", &v.enable512e, &e);
+        }
+        let pool = recorded_pool(v).unwrap_or_default();
+        if pool != self.pool {
+            return differs(
+                "pool (in its attributes)",
+                &format!("{pool:?}"),
+                &format!("{:?}", self.pool),
+            );
+        }
+        None
+    }
+}
+
+/// The pool storch recorded in a volume's attributes.
+fn recorded_pool(v: &Volume) -> Option<&str> {
     v.attributes
         .get(ATTR_KEY)
-        .and_then(|s| s.get("createdBy"))
+        .and_then(|s| s.get("pool"))
         .and_then(Value::as_str)
-        == Some("storch")
 }
 
 /// The attributes storch writes on a volume it makes.
@@ -58,19 +145,22 @@ fn attributes(internal_name: &str, config: &VolumeConfig, pool: &str, qos: Optio
     attrs
 }
 
-/// The active volumes named `name` in the account: storch's (at most one) and how many
-/// others (volumes storch did not make, which it never uses, adopts or deletes).
+/// The volumes named `name` in the account: storch's active one (at most one), storch's
+/// deleted but not yet purged ones, and how many active others (volumes storch did not make,
+/// which it never uses, adopts or deletes).
 pub struct Lookup {
     pub ours: Option<Volume>,
+    pub deleted: Vec<Volume>,
     pub others: usize,
 }
 
 pub async fn lookup(drv: &SolidFireDriver, d: &Discovered, name: &str) -> DriverResult<Lookup> {
     let all = drv.client.volumes(d.account.account_id).await?;
-    let (ours, others): (Vec<Volume>, Vec<Volume>) = all
+    let (mine, others): (Vec<Volume>, Vec<Volume>) = all
         .into_iter()
-        .filter(|v| v.is_active() && v.name == name)
+        .filter(|v| v.name == name)
         .partition(is_ours);
+    let (ours, deleted): (Vec<Volume>, Vec<Volume>) = mine.into_iter().partition(Volume::is_active);
     if ours.len() > 1 {
         return Err(DriverError::Other(format!(
             "ambiguous volume name {name}: {} active volumes of account {} made by storch \
@@ -81,7 +171,11 @@ pub async fn lookup(drv: &SolidFireDriver, d: &Discovered, name: &str) -> Driver
     }
     Ok(Lookup {
         ours: ours.into_iter().next(),
-        others: others.len(),
+        deleted: deleted
+            .into_iter()
+            .filter(|v| v.status == "deleted")
+            .collect(),
+        others: others.iter().filter(|v| v.is_active()).count(),
     })
 }
 
@@ -231,10 +325,7 @@ pub async fn create(
     drv.check_size(req.size_bytes)?;
     let qos = drv.plan_qos(d, &req.pool, &req.config)?;
     let name = &req.internal_name;
-    existing(drv, d, name, |v| {
-        size_matches(v.total_size, req.size_bytes) && qos.is_none_or(|q| q == v.qos)
-    })
-    .await?;
+    existing(drv, d, name, &Plan::create(drv, d, req)?).await?;
     drv.check_fits(req.size_bytes).await?;
     let params = CreateVolumeParams {
         name: name.clone(),
@@ -250,34 +341,102 @@ pub async fn create(
     Ok(drv.info(d, &v))
 }
 
+/// A clone's pool (its source's) and the QoS its volume config asks for, if any.
+fn clone_qos(
+    drv: &SolidFireDriver,
+    d: &Discovered,
+    source: &Volume,
+    req: &CloneRequest,
+) -> DriverResult<(String, Option<Qos>)> {
+    let pool = drv.pool_of(source);
+    if req.config.qos.trim().is_empty() && req.config.qos_type.trim().is_empty() {
+        return Ok((pool, None));
+    }
+    let qos = drv.plan_qos(d, &pool, &req.config)?;
+    Ok((pool, qos))
+}
+
+/// What a clone of `req` makes, when its source is storch's volume `source`.
+pub async fn clone_plan(
+    drv: &SolidFireDriver,
+    d: &Discovered,
+    req: &CloneRequest,
+) -> DriverResult<Option<Plan>> {
+    let Some(source) = find(drv, d, &req.source_internal_name).await? else {
+        return Ok(None);
+    };
+    let (pool, qos) = clone_qos(drv, d, &source, req)?;
+    Ok(Some(Plan::clone(d, &source, &pool, qos)))
+}
+
 /// Refuses a name that is taken: by storch's volume as planned (`AlreadyExists`: the caller
-/// may adopt it, an interrupted create), by storch's volume made otherwise (`Conflict`: never
-/// adopted), or by a volume storch did not make (`AlreadyExists`; `get` does not show it).
+/// may adopt it, an interrupted create), by storch's volume made otherwise (`Conflict` naming
+/// the field: never adopted), or by a volume storch did not make (`AlreadyExists`; `get` does
+/// not show it).
 async fn existing(
     drv: &SolidFireDriver,
     d: &Discovered,
     name: &str,
-    as_planned: impl Fn(&Volume) -> bool,
+    plan: &Plan,
 ) -> DriverResult<()> {
-    let found = lookup(drv, d, name).await?;
-    match (found.ours, found.others) {
-        (Some(v), _) if as_planned(&v) => Err(DriverError::AlreadyExists(format!(
+    match adoptable(drv, d, name, plan).await? {
+        None => Ok(()),
+        Some(v) => Err(DriverError::AlreadyExists(format!(
             "volume {name} already exists (volume {}, made by storch as planned: an \
              interrupted create)",
             v.volume_id
         ))),
-        (Some(v), _) => Err(DriverError::Conflict(format!(
-            "volume {name} already exists (volume {}, made by storch with another size or \
-             QoS); it is not adopted",
-            v.volume_id
-        ))),
-        (None, 0) => Ok(()),
+    }
+}
+
+/// storch's volume named `name` when it is as planned; `None` when the name is free. A
+/// volume storch did not make is refused (`AlreadyExists`), storch's volume made otherwise
+/// too (`Conflict`, naming the field); neither is changed.
+async fn adoptable(
+    drv: &SolidFireDriver,
+    d: &Discovered,
+    name: &str,
+    plan: &Plan,
+) -> DriverResult<Option<Volume>> {
+    let found = lookup(drv, d, name).await?;
+    match (found.ours, found.others) {
+        (Some(v), _) => match plan.mismatch(&v) {
+            None => Ok(Some(v)),
+            Some(why) => Err(DriverError::Conflict(format!(
+                "volume {name} already exists (volume {}, made by storch) but {why}; it is not \
+                 adopted and left as it is",
+                v.volume_id
+            ))),
+        },
+        (None, 0) => Ok(None),
         (None, n) => Err(DriverError::AlreadyExists(format!(
             "{n} volume(s) named {name} that storch did not make exist in account {}; storch \
-             does not use them",
+             does not use, adopt or delete them",
             d.account.username
         ))),
     }
+}
+
+/// The volume an interrupted create or clone left, adopted when it is storch's and as
+/// planned; an adopted volume joins the access groups the interrupted create had not added
+/// it to yet.
+pub async fn adopt(
+    drv: &SolidFireDriver,
+    d: &Discovered,
+    name: &str,
+    plan: &Plan,
+) -> DriverResult<Option<VolumeInfo>> {
+    let Some(v) = adoptable(drv, d, name, plan).await? else {
+        return Ok(None);
+    };
+    if !d.use_chap {
+        for g in &d.access_groups {
+            if !v.volume_access_groups.contains(g) {
+                drv.client.add_to_group(*g, vec![v.volume_id]).await?;
+            }
+        }
+    }
+    Ok(Some(drv.info(d, &v)))
 }
 
 /// The cluster rounds sizes up to a whole MiB at most.
@@ -292,14 +451,8 @@ pub async fn clone(
 ) -> DriverResult<VolumeInfo> {
     let source = find_or_not_found(drv, d, &req.source_internal_name).await?;
     let name = &req.internal_name;
-    existing(drv, d, name, |v| {
-        v.attributes
-            .get(ATTR_KEY)
-            .and_then(|a| a.get("pool"))
-            .and_then(Value::as_str)
-            == Some(drv.pool_of(&source).as_str())
-    })
-    .await?;
+    let (pool, requested_qos) = clone_qos(drv, d, &source, req)?;
+    existing(drv, d, name, &Plan::clone(d, &source, &pool, requested_qos)).await?;
     let snapshot_id = match &req.source_snapshot {
         None => None,
         Some(snap) => {
@@ -312,13 +465,6 @@ pub async fn clone(
             })?;
             Some(s.snapshot_id)
         }
-    };
-    let pool = drv.pool_of(&source);
-    let requested_qos = if req.config.qos.trim().is_empty() && req.config.qos_type.trim().is_empty()
-    {
-        None
-    } else {
-        drv.plan_qos(d, &pool, &req.config)?
     };
     drv.check_fits(source.total_size).await?;
     let params = CloneVolumeParams {
@@ -347,15 +493,21 @@ pub async fn clone(
     Ok(drv.info(d, &v))
 }
 
+/// Deletes and purges storch's volume `name`; also purges storch's volumes of that name a
+/// delete interrupted between `DeleteVolume` and `PurgeDeletedVolume` left deleted (they
+/// still hold the cluster's space until it purges them itself, hours later).
 pub async fn destroy(drv: &SolidFireDriver, d: &Discovered, name: &str) -> DriverResult<()> {
     let found = lookup(drv, d, name).await?;
-    let Some(v) = found.ours else {
-        if found.others > 0 {
-            tracing::warn!(volume = %name, others = found.others, "volumes of that name that storch did not make are left alone");
-        }
-        return Ok(());
-    };
-    Ok(drv.client.delete_volume(v.volume_id).await?)
+    if found.others > 0 {
+        tracing::warn!(volume = %name, others = found.others, "volumes of that name that storch did not make are left alone");
+    }
+    for v in &found.deleted {
+        drv.client.purge_deleted_volume(v.volume_id).await?;
+    }
+    match found.ours {
+        Some(v) => Ok(drv.client.delete_volume(v.volume_id).await?),
+        None => Ok(()),
+    }
 }
 
 pub async fn resize(

@@ -145,21 +145,28 @@ pub struct AggregateSpec {
     pub name: String,
     pub media: String,
     pub size: u64,
+    /// Whether the aggregate can hold NVE-encrypted volumes (`is-nve-capable`).
+    pub nve_capable: bool,
 }
 
 impl AggregateSpec {
-    /// `aggr1:ssd:10TiB`.
+    /// `aggr1:ssd:10TiB`, or `aggr1:ssd:10TiB:no-nve` for an aggregate that cannot encrypt.
     pub fn parse(s: &str) -> Result<AggregateSpec, String> {
         let parts: Vec<&str> = s.trim().split(':').collect();
-        let [name, media, size] = parts.as_slice() else {
-            return Err(format!(
-                "{s:?}: expected NAME:MEDIA:SIZE, e.g. aggr1:ssd:10TiB"
-            ));
+        let (name, media, size, nve_capable) = match parts.as_slice() {
+            [name, media, size] => (*name, *media, *size, true),
+            [name, media, size, "nve"] => (*name, *media, *size, true),
+            [name, media, size, "no-nve"] => (*name, *media, *size, false),
+            _ => {
+                return Err(format!(
+                    "{s:?}: expected NAME:MEDIA:SIZE[:nve|:no-nve], e.g. aggr1:ssd:10TiB"
+                ));
+            }
         };
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("{s:?}: aggregate names are letters, digits and _"));
         }
-        if !matches!(*media, "hdd" | "ssd" | "hybrid" | "vmdisk" | "lun") {
+        if !matches!(media, "hdd" | "ssd" | "hybrid" | "vmdisk" | "lun") {
             return Err(format!(
                 "{s:?}: media is one of hdd, ssd, hybrid, vmdisk, lun"
             ));
@@ -169,6 +176,7 @@ impl AggregateSpec {
             name: name.to_string(),
             media: media.to_string(),
             size,
+            nve_capable,
         })
     }
 
@@ -199,7 +207,7 @@ impl Array {
                         Aggregate {
                             media: s.media.clone(),
                             size: s.size,
-                            nve_capable: true,
+                            nve_capable: s.nve_capable,
                             node: "sim-01".into(),
                         },
                     )

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use storch::drivers::testing::req;
 use storch::drivers::{CloneRequest, DriverError, StorageDriver};
 use storch::model::{Offer, Request, VolumeConfig};
-use storch::sim::ontap::{FailRule, SimOptions, UserScope};
+use storch::sim::ontap::{AggregateSpec, FailRule, SimOptions, UserScope};
 
 fn offers(d: &storch::drivers::Discovery, pool: &str) -> Value {
     let p = d.pools.iter().find(|p| p.name == pool).expect("pool");
@@ -78,6 +78,41 @@ async fn discovery_pools_offers_and_names() {
     let d = discover(&named).await;
     assert_eq!(d.backend_name, "gold");
     assert_eq!(d.pools.len(), 1);
+}
+
+/// Issue 16, fault 6: encryption is offered per aggregate as `is-nve-capable` says, so an
+/// encrypted create never tries an aggregate that cannot encrypt.
+#[tokio::test]
+async fn encryption_is_offered_per_aggregate_as_ontap_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(
+        dir.path(),
+        SimOptions {
+            aggregates: AggregateSpec::parse_list("aggr1:ssd:10TiB,aggr2:hdd:50TiB:no-nve")
+                .unwrap(),
+            ..SimOptions::default()
+        },
+    )
+    .await;
+    let nas = driver(&backend(&sim, "ontap-nas", json!({})));
+    let d = discover(&nas).await;
+    assert_eq!(offers(&d, "aggr1")["encryption"], json!({"offer": true}));
+    assert_eq!(offers(&d, "aggr2")["encryption"], json!({"offer": false}));
+    // The array refuses what the offer no longer promises.
+    let mut r = req("enc", "aggr2", GIB);
+    r.requests
+        .insert("encryption".to_string(), Request::Bool(true));
+    let err = nas.create(&r).await.expect_err("aggr2 cannot encrypt");
+    assert!(err.to_string().contains("encryption"), "{err}");
+    assert!(
+        array_volumes(&sim, "svm1").is_empty(),
+        "nothing left behind"
+    );
+
+    // A FlexGroup spans every aggregate: one that cannot encrypt takes the offer away.
+    let fg = driver(&backend(&sim, "ontap-nas-flexgroup", json!({})));
+    let d = discover(&fg).await;
+    assert_eq!(offers(&d, "svm1")["encryption"], json!({"offer": false}));
 }
 
 #[tokio::test]
@@ -334,7 +369,20 @@ async fn san_luns_igroup_and_access() {
     let svm = &arr.svms["svm1"];
     assert!(svm.igroups.contains_key("k8s-nodes"));
     assert_eq!(svm.luns["/vol/trident_lun_a/lun0"].maps["k8s-nodes"], 0);
-    assert_eq!(svm.luns["/vol/trident_lun_b/lun0"].size, GIB);
+    // ONTAP rounds the LUN up to whole cylinders; its FlexVol holds it with headroom, so a
+    // full thin LUN cannot take the FlexVol offline (issue 16, fault 2).
+    let lun = &svm.luns["/vol/trident_lun_b/lun0"];
+    assert_eq!(lun.size, 1_077_511_680);
+    assert_eq!(b.size_bytes, lun.size, "the size the array reports");
+    assert!(!lun.space_reserved, "thickness is the FlexVol's guarantee");
+    let fv = &svm.volumes["trident_lun_b"];
+    assert!(
+        fv.size * (100 - fv.snapshot_reserve) / 100 >= lun.size + lun.size / 10,
+        "FlexVol {} bytes with a {} % reserve for a LUN of {}",
+        fv.size,
+        fv.snapshot_reserve,
+        lun.size
+    );
 
     // A clone from a snapshot gets its own LUN, mapped.
     d.create_snapshot("trident_lun_a", "snap").await.unwrap();
@@ -363,9 +411,16 @@ async fn san_luns_igroup_and_access() {
     d.delete_snapshot("trident_lun_a", "snap").await.unwrap();
 
     d.resize("trident_lun_a", 2 * GIB).await.unwrap();
+    let lun = sim.array().svms["svm1"].luns["/vol/trident_lun_a/lun0"].clone();
+    assert!(lun.size >= 2 * GIB);
     assert_eq!(
         d.get("trident_lun_a").await.unwrap().unwrap().size_bytes,
-        2 * GIB
+        lun.size
+    );
+    let fv = sim.array().svms["svm1"].volumes["trident_lun_a"].clone();
+    assert!(
+        fv.size >= lun.size + lun.size / 10,
+        "grown with its headroom"
     );
     for n in ["trident_lun_a", "trident_lun_b"] {
         d.destroy(n).await.unwrap();
@@ -442,14 +497,57 @@ async fn clones_split_and_survive_a_lost_job_answer() {
         Some("/trident_lost")
     );
     sim.set_fail_rules(vec![]);
-    // A source with a live clone cannot go.
-    assert!(matches!(
-        d.destroy("trident_src").await,
-        Err(DriverError::Conflict(_))
-    ));
+    // A source with a live clone cannot go, and the refusal changes nothing: the parent
+    // stays online at its junction (issue 16, fault 1: it used to be unmounted and taken
+    // offline before ONTAP refused the destroy).
+    let err = d.destroy("trident_src").await.expect_err("has a clone");
+    assert!(matches!(err, DriverError::Conflict(_)), "{err:?}");
+    assert!(err.to_string().contains("has FlexClones"), "{err}");
+    let src = sim.array().svms["svm1"].volumes["trident_src"].clone();
+    assert_eq!(src.state, "online");
+    assert_eq!(src.junction.as_deref(), Some("/trident_src"));
+    assert_eq!(sim.calls("volume-unmount") + sim.calls("volume-offline"), 0);
     for n in ["trident_lost", "trident_split", "trident_src"] {
         d.destroy(n).await.unwrap();
     }
+}
+
+/// Issue 16, fault 4: ONTAP changes a FlexGroup only through the `-async` calls, and destroys
+/// it in one call with `unmount-and-offline`.
+#[tokio::test]
+async fn flexgroup_changes_go_through_the_async_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let d = driver(&backend(&sim, "ontap-nas-flexgroup", json!({})));
+    discover(&d).await;
+    d.create(&req("trident_fg", "svm1", 100 * GIB))
+        .await
+        .unwrap();
+    let v = sim.array().svms["svm1"].volumes["trident_fg"].clone();
+    assert_eq!(v.style, "flexgroup");
+    assert!(
+        !v.snapdir,
+        "snapshot directory hidden through volume-modify-iter-async"
+    );
+    assert_eq!(sim.calls("volume-modify-iter-async"), 1);
+    assert_eq!(sim.calls("volume-modify-iter"), 0);
+
+    d.resize("trident_fg", 200 * GIB).await.unwrap();
+    assert_eq!(
+        sim.array().svms["svm1"].volumes["trident_fg"].size,
+        200 * GIB
+    );
+    assert_eq!(sim.calls("volume-size-async"), 1);
+    assert_eq!(sim.calls("volume-size"), 0);
+
+    d.destroy("trident_fg").await.unwrap();
+    assert!(array_volumes(&sim, "svm1").is_empty());
+    assert_eq!(sim.calls("volume-destroy-async"), 1);
+    assert_eq!(
+        sim.calls("volume-unmount") + sim.calls("volume-offline") + sim.calls("volume-destroy"),
+        0
+    );
+    d.destroy("trident_fg").await.unwrap();
 }
 
 #[tokio::test]

@@ -225,10 +225,16 @@ async fn trident_backend_files_classes_and_fallthrough() {
     let arr = sim.array();
     let lun = &arr.svms["svm0"].luns["/vol/storch_lun_1/lun0"];
     assert!(lun.maps.contains_key("k8s-workers"));
-    assert!(
-        lun.space_reserved,
+    // Thick with a 10 % snapshot reserve, as the example file asks (issue 16, fault 2: a
+    // space-reserved LUN as large as its FlexVol did not fit). The FlexVol's guarantee
+    // carries thickness; it holds the LUN outside its reserve.
+    let fv = &arr.svms["svm0"].volumes["storch_lun_1"];
+    assert_eq!(
+        fv.space_guarantee, "volume",
         "spaceReserve volume from the file's defaults"
     );
+    assert!(!lun.space_reserved);
+    assert!(fv.size * (100 - fv.snapshot_reserve) / 100 > lun.size);
     assert_eq!(
         arr.svms["svm0"].volumes["storch_lun_1"].snapshot_reserve,
         10

@@ -19,14 +19,14 @@ use storch::sim::http::{Handler, HttpResponse, SelfSigned, Server};
 /// Answers per method, in order; the last answer of a method repeats.
 type Script = HashMap<&'static str, VecDeque<(u16, Value)>>;
 
-struct Canned {
+pub(super) struct Canned {
     server: Server,
     cert: SelfSigned,
     /// (method, params) of every request.
     requests: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
-async fn canned(answers: Vec<(&'static str, u16, Value)>) -> Canned {
+pub(super) async fn canned(answers: Vec<(&'static str, u16, Value)>) -> Canned {
     let cert = SelfSigned::generate(&[]).unwrap();
     let mut script: Script = HashMap::new();
     for (m, status, body) in answers {
@@ -77,15 +77,15 @@ async fn canned(answers: Vec<(&'static str, u16, Value)>) -> Canned {
     }
 }
 
-fn ok(result: Value) -> Value {
+pub(super) fn ok(result: Value) -> Value {
     json!({ "result": result })
 }
 
-fn err(name: &str, message: &str) -> Value {
+pub(super) fn err(name: &str, message: &str) -> Value {
     json!({"error": {"code": 500, "name": name, "message": message}})
 }
 
-fn backend(c: &Canned, extra: Value) -> Value {
+pub(super) fn backend(c: &Canned, extra: Value) -> Value {
     let mut doc = json!({
         "version": 1, "storageDriverName": "solidfire-san",
         "Endpoint": format!("https://admin:pw-canary@{}/json-rpc/8.0", c.server.local_addr()),
@@ -102,7 +102,7 @@ fn backend(c: &Canned, extra: Value) -> Value {
     doc
 }
 
-fn driver_with(doc: &Value, page: u32) -> SolidFireDriver {
+pub(super) fn driver_with(doc: &Value, page: u32) -> SolidFireDriver {
     let common = CommonConfig::parse(doc).unwrap();
     SolidFireDriver::from_config(doc, &common)
         .unwrap()
@@ -116,13 +116,13 @@ fn driver_with(doc: &Value, page: u32) -> SolidFireDriver {
         )
 }
 
-fn account() -> Value {
+pub(super) fn account() -> Value {
     json!({"account": {"accountID": 7, "username": "tenant", "status": "active", "volumes": [],
         "initiatorSecret": "init-secret-1", "targetSecret": "targ-secret-1", "attributes": {}}})
 }
 
 /// A volume of account 7; `ours` puts storch's attributes on it.
-fn vol(id: i64, name: &str, ours: bool) -> Value {
+pub(super) fn vol(id: i64, name: &str, ours: bool) -> Value {
     let attributes = if ours {
         json!({"docker-name": name, "storch": {"name": name, "createdBy": "storch",
             "pool": "Gold", "qos": "6000,8000,10000"}})
@@ -139,13 +139,13 @@ fn vol(id: i64, name: &str, ours: bool) -> Value {
         "sliceCount": 1, "virtualVolumeID": null, "attributes": attributes})
 }
 
-fn volumes(list: Vec<Value>) -> Value {
+pub(super) fn volumes(list: Vec<Value>) -> Value {
     ok(json!({ "volumes": list }))
 }
 
 /// The pages of `times` full listings of the account: the volumes, then the empty page that
 /// ends each listing.
-fn listings(times: usize, list: Vec<Value>) -> Vec<(&'static str, u16, Value)> {
+pub(super) fn listings(times: usize, list: Vec<Value>) -> Vec<(&'static str, u16, Value)> {
     let mut out = Vec::new();
     for _ in 0..times {
         out.push(("ListVolumes", 200, volumes(list.clone())));
@@ -155,7 +155,7 @@ fn listings(times: usize, list: Vec<Value>) -> Vec<(&'static str, u16, Value)> {
 }
 
 /// The discovery answers of a tenant that exists, with a `trident` access group (id 5).
-fn discovery() -> Vec<(&'static str, u16, Value)> {
+pub(super) fn discovery() -> Vec<(&'static str, u16, Value)> {
     vec![
         ("GetAccountByName", 200, ok(account())),
         (
@@ -194,7 +194,7 @@ fn discovery() -> Vec<(&'static str, u16, Value)> {
     ]
 }
 
-fn methods(c: &Canned) -> Vec<String> {
+pub(super) fn methods(c: &Canned) -> Vec<String> {
     c.requests
         .lock()
         .unwrap()
@@ -203,7 +203,7 @@ fn methods(c: &Canned) -> Vec<String> {
         .collect()
 }
 
-fn params_of(c: &Canned, method: &str) -> Vec<Value> {
+pub(super) fn params_of(c: &Canned, method: &str) -> Vec<Value> {
     c.requests
         .lock()
         .unwrap()

@@ -1,8 +1,10 @@
 //! SolidFire (Element JSON-RPC): the simulator binary spoken to over HTTPS (`sim`), the
-//! solidfire-san driver against canned answers (`canned`), the conformance suite against the
+//! solidfire-san driver against canned answers (`canned`; `adopt`: what an interrupted
+//! create may adopt), the conformance suite against the
 //! in-process simulator (`conformance`), the driver's error cases and paging against it
 //! (`drivers`), and the driver under the core (`core`).
 
+mod adopt;
 mod canned;
 mod conformance;
 mod core;

@@ -9,9 +9,37 @@ pub(super) fn lun_missing(path: &str) -> Fail {
     )
 }
 
+/// ONTAP makes a LUN a whole number of cylinders of 255 heads × 63 sectors of 512 bytes: a
+/// LUN asked for as 1 GiB is 1,077,511,680 bytes.
+const LUN_CYLINDER: u64 = 255 * 63 * 512;
+
+fn lun_actual_size(asked: u64) -> u64 {
+    asked.div_ceil(LUN_CYLINDER).saturating_mul(LUN_CYLINDER)
+}
+
+/// What the LUNs of a volume may hold: its size less the snapshot reserve.
+pub(super) fn usable_for_luns(v: &Volume) -> u64 {
+    (u128::from(v.size) * u128::from(100 - v.snapshot_reserve.min(100)) / 100) as u64
+}
+
+/// Refuses a LUN of `size` bytes beside `others` bytes of LUNs in `volume`.
+fn check_lun_space(volume: &str, v: &Volume, others: u64, size: u64) -> Result<(), Fail> {
+    let usable = usable_for_luns(v);
+    if others.saturating_add(size) > usable {
+        return Err(fail(
+            errno::ENOSPC,
+            format!(
+                "Not enough space in volume {volume} for a LUN of {size} bytes: {usable} bytes \
+                 outside the snapshot reserve, {others} of them used by other LUNs"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn lun_create(ctx: &mut Ctx<'_>, api: &Node) -> R {
     let path = arg(api, "path")?.to_string();
-    let size = parse_size(arg(api, "size")?)?;
+    let size = lun_actual_size(parse_size(arg(api, "size")?)?);
     let ostype = opt(api, "ostype").unwrap_or("linux").to_string();
     if !matches!(
         ostype.as_str(),
@@ -61,12 +89,7 @@ pub(super) fn lun_create(ctx: &mut Ctx<'_>, api: &Node) -> R {
         .filter(|(p, _)| lun_volume(p) == Some(volume.as_str()))
         .map(|(_, l)| l.size)
         .sum();
-    if used + size > v.size {
-        return Err(fail(
-            errno::ENOSPC,
-            format!("Not enough space in volume {volume} for a LUN of {size} bytes"),
-        ));
-    }
+    check_lun_space(&volume, v, used, size)?;
     svm.luns.insert(
         path,
         Lun {
@@ -242,11 +265,14 @@ pub(super) fn lun_destroy(ctx: &mut Ctx<'_>, api: &Node) -> R {
 
 pub(super) fn lun_resize(ctx: &mut Ctx<'_>, api: &Node) -> R {
     let path = arg(api, "path")?.to_string();
-    let size = parse_size(arg(api, "size")?)?;
+    let size = lun_actual_size(parse_size(arg(api, "size")?)?);
     let svm = ctx.svm(&api.name)?;
     let l = svm.luns.get(&path).ok_or_else(|| lun_missing(&path))?;
     let volume = lun_volume(&path).unwrap_or("").to_string();
-    let vol_size = svm.volumes.get(&volume).map(|v| v.size).unwrap_or(0);
+    let v = svm
+        .volumes
+        .get(&volume)
+        .ok_or_else(|| vol_missing(&volume))?;
     let others: u64 = svm
         .luns
         .iter()
@@ -256,12 +282,7 @@ pub(super) fn lun_resize(ctx: &mut Ctx<'_>, api: &Node) -> R {
     if size < MIN_LUN {
         return Err(fail(errno::SIZE_TOO_SMALL, "The LUN size is too small"));
     }
-    if others + size > vol_size {
-        return Err(fail(
-            errno::ENOSPC,
-            format!("Not enough space in volume {volume}"),
-        ));
-    }
+    check_lun_space(&volume, v, others, size)?;
     let _ = l;
     if let Some(l) = svm.luns.get_mut(&path) {
         l.size = size;

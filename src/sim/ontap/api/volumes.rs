@@ -403,9 +403,12 @@ pub(super) fn volume_destroy(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R
         arg(api, "name")?
     }
     .to_string();
-    let force = flag(api, "unmount-and-offline") || is_async;
+    let force = flag(api, "unmount-and-offline");
     let svm = ctx.svm(&api.name)?;
     let v = svm.volumes.get(&name).ok_or_else(|| vol_missing(&name))?;
+    if !is_async {
+        flexgroup_needs_async(&name, v, "volume-destroy-async")?;
+    }
     if v.is_root {
         return Err(fail(
             errno::EAPIERROR,
@@ -452,6 +455,9 @@ pub(super) fn volume_size(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R {
             format!("Volume \"{name}\" not found"),
         ));
     };
+    if !is_async && new.is_some() {
+        flexgroup_needs_async(&name, v, "volume-size-async")?;
+    }
     let Some(new) = new else {
         return Ok(vec![
             leaf("volume-size", v.size),
@@ -480,10 +486,15 @@ pub(super) fn volume_size(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R {
         .filter(|(p, _)| lun_volume(p) == Some(name.as_str()))
         .map(|(_, l)| l.size)
         .sum();
-    if target < lun_bytes {
+    let mut shrunk = v.clone();
+    shrunk.size = target;
+    if usable_for_luns(&shrunk) < lun_bytes {
         return Err(fail(
             errno::EVOLOPNOTSUPP,
-            format!("Unable to set volume attribute \"size\": the LUNs need {lun_bytes} bytes"),
+            format!(
+                "Unable to set volume attribute \"size\": the LUNs need {lun_bytes} bytes \
+                 outside the snapshot reserve"
+            ),
         ));
     }
     let v = svm
@@ -527,7 +538,21 @@ pub(super) fn volume_size(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R {
     }
 }
 
-pub(super) fn volume_modify_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
+/// ONTAP changes a FlexGroup only through the `-async` variant of a call. (The errno ONTAP
+/// answers is unverified; EVOLOPNOTSUPP is the simulator's choice.)
+fn flexgroup_needs_async(name: &str, v: &Volume, use_instead: &str) -> Result<(), Fail> {
+    if v.style == "flexgroup" {
+        return Err(fail(
+            errno::EVOLOPNOTSUPP,
+            format!("Volume {name} is a FlexGroup: use {use_instead}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `volume-modify-iter`, or its `-async` variant (required for FlexGroups), whose success
+/// entries carry a job.
+pub(super) fn volume_modify_iter(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R {
     let svm_name = ctx.svm_name(&api.name)?;
     let query = api
         .at("query")
@@ -549,7 +574,7 @@ pub(super) fn volume_modify_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
                 .collect()
         })
         .unwrap_or_default();
-    let svm = ctx.svm(&api.name)?;
+    let info = format!("{}-info", api.name);
     let mut ok = Node::new("success-list");
     let mut failed = Node::new("failure-list");
     let key = |n: &str| {
@@ -562,10 +587,23 @@ pub(super) fn volume_modify_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
         )
     };
     for n in &names {
+        let svm = ctx.svm(&api.name)?;
         let Some(v) = svm.volumes.get_mut(n) else {
             continue;
         };
         let mut error: Option<(u32, String)> = None;
+        if !is_async && v.style == "flexgroup" {
+            failed.push(
+                Node::new(&info)
+                    .with_leaf("error-code", errno::EVOLOPNOTSUPP.to_string())
+                    .with_leaf(
+                        "error-message",
+                        format!("Volume {n} is a FlexGroup: use volume-modify-iter-async"),
+                    )
+                    .with(key(n)),
+            );
+            continue;
+        }
         if let Some(s) = attrs.text_at("volume-snapshot-attributes/snapdir-access-enabled") {
             v.snapdir = s == "true";
         }
@@ -601,9 +639,23 @@ pub(super) fn volume_modify_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
             ));
         }
         match error {
-            None => ok.push(Node::new("volume-modify-iter-info").with(key(n))),
+            None if is_async => {
+                let job = start_job(ctx, &format!("Modify {n}"));
+                let mut entry = Node::new(&info).with(key(n));
+                for j in job {
+                    let renamed = match j.name.as_str() {
+                        "result-jobid" => "jobid",
+                        "result-status" => "status",
+                        "result-error-code" => "error-code",
+                        _ => continue,
+                    };
+                    entry.push(Node::leaf(renamed, j.text));
+                }
+                ok.push(entry);
+            }
+            None => ok.push(Node::new(&info).with(key(n))),
             Some((code, msg)) => failed.push(
-                Node::new("volume-modify-iter-info")
+                Node::new(&info)
                     .with_leaf("error-code", code.to_string())
                     .with_leaf("error-message", msg)
                     .with(key(n)),
