@@ -2,9 +2,10 @@
 //! documents ([`fake_backend`]), waiting for background work ([`eventually`]), the REST server
 //! in-process ([`http`]) and as a child process ([`server`]), the fake Kubernetes API
 //! ([`fake_kube`]), a real etcd ([`etcd`]), the ONTAP simulator ([`ontap`]), the crash tests'
-//! load ([`load`]), and the two rules of a shared test process ([`heavy`],
+//! load ([`load`]) and their SIGKILL loop ([`crash`]), and the two rules of a shared test process ([`heavy`],
 //! [`in_own_process`]).
 
+pub mod crash;
 pub mod etcd;
 pub mod fake_kube;
 pub mod http;
