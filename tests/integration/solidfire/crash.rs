@@ -44,6 +44,10 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
                 tenant: None,
             },
             state: Some(state.clone()),
+            // Every call takes a moment, so kills land between the calls of a create
+            // (CreateVolume, then the access group) and of a delete (DeleteVolume, then
+            // PurgeDeletedVolume).
+            latency: std::time::Duration::from_millis(5),
             ..SimOptions::default()
         },
     )
@@ -65,7 +69,7 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
         class: "sf-all",
         class_attributes: json!({"backendType": "solidfire-san"}),
         kill_while_starting_every: Some(4),
-        load_ms: (500, 1000),
+        load_ms: (1500, 1500),
     };
     let internal = storch::drivers::solidfire::solidfire_internal_name;
     let on_array = crash
