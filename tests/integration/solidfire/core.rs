@@ -1,6 +1,7 @@
 //! The solidfire-san driver under the core, in-process against the Element simulator: the
 //! hands-on lab's IOPS classes choose the QoS type pools, the volume carries its pool's QoS on
-//! the array and iSCSI access with sealed CHAP secrets, and a delete purges it.
+//! the array and iSCSI access with sealed CHAP secrets, a delete purges it, and a create
+//! adopts what an interrupted attempt left only as planned.
 
 use crate::support::solidfire::*;
 use crate::support::*;
@@ -96,6 +97,69 @@ async fn the_example_backend_file_works_against_the_simulator() {
     assert!(
         !shown.contains(storch::sim::solidfire::DEFAULT_PASSWORD),
         "{shown}"
+    );
+    rt.shutdown().await;
+}
+
+/// A create that finds the volume an earlier, interrupted attempt left: storch's volume as
+/// planned is adopted (no second volume), storch's volume of another size is refused with the
+/// field named and left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_create_is_adopted_only_as_planned() {
+    use storch::drivers::StorageDriver;
+    use storch::drivers::testing::req;
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
+    let rt = start(&dir.path().join("core")).await;
+    let core = rt.core();
+    let backend = sf_backend_ok(
+        &sim,
+        json!({"backendName": "sf", "UseCHAP": true, "Types": [
+            {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
+        ]}),
+    );
+    // What earlier attempts left on the array, made by the same driver.
+    let earlier = sf_driver(&backend, 100);
+    earlier.create(&req("pvc-b", "Gold", GIB)).await.unwrap();
+    earlier
+        .create(&req("pvc-a", "Gold", 2 * GIB))
+        .await
+        .unwrap();
+    core.add_backend(&ctx(), backend).await.unwrap();
+    let gold = json!({"name": "gold", "attributes": {"backendType": "solidfire-san"}});
+    core.add_storage_class(
+        &ctx(),
+        StorageClassConfig::from_json(gold.to_string().as_bytes()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let volume = |name: &str| VolumeConfig {
+        name: name.into(),
+        size: "1Gi".into(),
+        storage_class: "gold".into(),
+        ..VolumeConfig::default()
+    };
+    let adopted = add_volume(&core, &ctx(), volume("pvc_b")).await.unwrap();
+    assert_eq!(adopted.config.internal_name, "pvc-b");
+    let err = add_volume(&core, &ctx(), volume("pvc_a"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("totalSize is 2147483648, planned 1073741824") && err.contains("not adopted"),
+        "{err}"
+    );
+    assert_eq!(sim.calls("CreateVolume"), 2, "no volume made twice");
+    let c = sim.cluster();
+    let sizes: Vec<(&str, u64)> = c
+        .volumes
+        .values()
+        .map(|v| (v.name.as_str(), v.total_size))
+        .collect();
+    assert_eq!(
+        sizes,
+        [("pvc-b", GIB), ("pvc-a", 2 * GIB)],
+        "left as they were"
     );
     rt.shutdown().await;
 }
