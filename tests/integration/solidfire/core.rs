@@ -14,20 +14,20 @@ fn ctx() -> RequestCtx {
     RequestCtx::random()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
-    let dir = tempfile::tempdir().unwrap();
-    let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
-    let rt = start(&dir.path().join("core")).await;
-    let core = rt.core();
-    let backend = sf_backend_ok(
-        &sim,
+/// The hands-on lab's backend on `sim`: tenant `lab`, CHAP, the three QoS types.
+fn lab_backend(sim: &storch::sim::solidfire::SolidFireSim) -> serde_json::Value {
+    sf_backend_ok(
+        sim,
         json!({"backendName": "sf", "TenantName": "lab", "UseCHAP": true, "Types": [
             {"Type": "Bronze", "Qos": {"minIOPS": 1000, "maxIOPS": 2000, "burstIOPS": 4000}},
             {"Type": "Silver", "Qos": {"minIOPS": 4000, "maxIOPS": 6000, "burstIOPS": 8000}},
             {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
         ]}),
-    );
+    )
+}
+
+/// Adds `backend` (named `sf`) and the lab's classes `solidfire-bronze/silver/gold`.
+async fn add_lab(core: &storch::actors::Core, backend: serde_json::Value) {
     assert_eq!(core.add_backend(&ctx(), backend).await.unwrap(), "sf");
     for (name, iops) in [("bronze", "1500"), ("silver", "5000"), ("gold", "7000")] {
         let class = json!({"name": format!("solidfire-{name}"),
@@ -39,6 +39,15 @@ async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
         .await
         .unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iops_classes_pick_the_qos_type_and_the_array_gets_its_qos() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
+    let rt = start(&dir.path().join("core")).await;
+    let core = rt.core();
+    add_lab(&core, lab_backend(&sim)).await;
     for (class, pool, min) in [("bronze", "Bronze", 1000), ("gold", "Gold", 6000)] {
         let v = add_volume(
             &core,
@@ -112,12 +121,7 @@ async fn an_interrupted_create_is_adopted_only_as_planned() {
     let sim = sf_sim_in(dir.path(), 100 * GIB, None, Tuning::default()).await;
     let rt = start(&dir.path().join("core")).await;
     let core = rt.core();
-    let backend = sf_backend_ok(
-        &sim,
-        json!({"backendName": "sf", "UseCHAP": true, "Types": [
-            {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
-        ]}),
-    );
+    let backend = lab_backend(&sim);
     // What earlier attempts left on the array, made by the same driver.
     let earlier = sf_driver(&backend, 100);
     earlier.create(&req("pvc-b", "Gold", GIB)).await.unwrap();
@@ -125,18 +129,11 @@ async fn an_interrupted_create_is_adopted_only_as_planned() {
         .create(&req("pvc-a", "Gold", 2 * GIB))
         .await
         .unwrap();
-    core.add_backend(&ctx(), backend).await.unwrap();
-    let gold = json!({"name": "gold", "attributes": {"backendType": "solidfire-san"}});
-    core.add_storage_class(
-        &ctx(),
-        StorageClassConfig::from_json(gold.to_string().as_bytes()).unwrap(),
-    )
-    .await
-    .unwrap();
+    add_lab(&core, backend).await;
     let volume = |name: &str| VolumeConfig {
         name: name.into(),
         size: "1Gi".into(),
-        storage_class: "gold".into(),
+        storage_class: "solidfire-gold".into(),
         ..VolumeConfig::default()
     };
     let adopted = add_volume(&core, &ctx(), volume("pvc_b")).await.unwrap();
