@@ -210,6 +210,16 @@ async fn provision_against_the_ontap_simulator() {
     let r = run_provision(again, |_, _| {}).await.unwrap();
     assert_eq!((r.operations, r.failed), (20, 0));
     assert_eq!(sim.calls("volume-create"), 40);
+    // Each run removes what it made once it is measured.
+    assert_eq!(r.removed_from_arrays, Some(20));
+    let left: Vec<String> = sim
+        .array()
+        .svms
+        .values()
+        .flat_map(|svm| svm.volumes.iter().filter(|(_, v)| !v.is_root))
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // Several arrays: the backends are spread over them.
     let other =
         crate::support::ontap::sim_in(dir.path(), storch::sim::ontap::SimOptions::default()).await;
@@ -241,6 +251,82 @@ async fn provision_against_the_ontap_simulator() {
         "nas=1.2.3.4:5"
             .parse::<storch::bench::ArrayTarget>()
             .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_against_the_solidfire_simulator() {
+    use crate::support::solidfire::{GIB, sf_sim_in};
+    use storch::sim::solidfire::{SolidFireSim, Tuning};
+    let _heavy = crate::support::heavy();
+    if !crate::support::in_own_process(module_path!(), "provision_against_the_solidfire_simulator")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sf_sim_in(dir.path(), 1024 * GIB, None, Tuning::default()).await;
+    let other = sf_sim_in(dir.path(), 1024 * GIB, None, Tuning::default()).await;
+    let creates = |s: &SolidFireSim| s.calls("CreateVolume");
+    let run = async |target: String| {
+        let target: storch::bench::ArrayTarget = target.parse().unwrap();
+        // The simulator's own credentials are the default.
+        assert_eq!(
+            (target.username.as_str(), target.password.as_str()),
+            ("admin", "solidfire123")
+        );
+        let opts = ProvisionOptions {
+            volumes: 24,
+            clients: 4,
+            backends: 2,
+            backend_limit: 4,
+            target: Some(target),
+            ..ProvisionOptions::default()
+        };
+        run_provision(opts, |_, _| {}).await.unwrap()
+    };
+    let r = run(format!("solidfire={}", sim.addr())).await;
+    assert_eq!((r.operations, r.failed), (24, 0));
+    assert_eq!(r.latency.count, 24);
+    assert!(r.ops_per_sec > 0.0 && r.split.backend.is_some(), "{r:?}");
+    // The volumes were made on the array, in the backends' QoS type pools, one Element volume
+    // each, and removed once measured.
+    assert_eq!(creates(&sim), 24);
+    let placed: u64 = r.distribution.pools.iter().map(|p| p.volumes).sum();
+    assert_eq!(placed, 24);
+    for p in &r.distribution.pools {
+        assert!(
+            ["Bronze", "Silver", "Gold"].contains(&p.pool.as_str()),
+            "{p:?}"
+        );
+    }
+    assert_eq!(r.removed_from_arrays, Some(24));
+    assert_eq!(sim.calls("PurgeDeletedVolume"), 24);
+    let cluster = sim.cluster();
+    assert!(cluster.volumes.is_empty(), "{:?}", cluster.volumes);
+    // Each backend has a tenant account of its own for the run.
+    let tenants: std::collections::BTreeSet<&str> = cluster
+        .accounts
+        .values()
+        .map(|a| a.username.as_str())
+        .collect();
+    assert_eq!(tenants.len(), 2, "{tenants:?}");
+    assert!(
+        tenants.iter().all(|t| t.starts_with("bench")),
+        "{tenants:?}"
+    );
+
+    // Several arrays: the backends are spread over them (one tenant account on each), and a
+    // second run on an array never takes the first run's names for its own.
+    let r = run(format!("solidfire={},{}", sim.addr(), other.addr())).await;
+    assert_eq!((r.operations, r.failed), (24, 0));
+    assert_eq!(creates(&sim) + creates(&other), 48);
+    assert_eq!(other.cluster().accounts.len(), 1);
+    assert_eq!(sim.cluster().accounts.len(), 3);
+    assert!(sim.cluster().volumes.is_empty() && other.cluster().volumes.is_empty());
+    assert!(
+        "solidfire="
+            .parse::<storch::bench::ArrayTarget>()
+            .is_err_and(|e| e.contains("solidfire= needs an address"))
     );
 }
 

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
+mod arrays;
 mod figures;
+
+pub use self::arrays::ArrayTarget;
 
 use self::figures::{baseline, count, distribution, finish_replication};
 use super::recorder::BenchRecorder;
@@ -76,53 +79,6 @@ pub struct ProvisionOptions {
     pub etcd: Option<String>,
     /// Replicate storch's own log through this etcd while it runs.
     pub replicate_etcd: Option<String>,
-}
-
-/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`), or
-/// `ontap=ADDR,ADDR,…` for several arrays (the backends are spread over them in turn).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ArrayTarget {
-    pub family: String,
-    pub address: String,
-    #[serde(skip)]
-    pub username: String,
-    #[serde(skip)]
-    pub password: String,
-}
-
-impl std::str::FromStr for ArrayTarget {
-    type Err = String;
-
-    /// `ontap=HOST:PORT`; credentials default to the simulator's (`admin`/`netapp123`) and
-    /// come from `STORCH_BENCH_USERNAME` / `STORCH_BENCH_PASSWORD` when set.
-    fn from_str(s: &str) -> Result<ArrayTarget, String> {
-        let (family, address) = s.split_once('=').ok_or_else(|| {
-            format!("--target {s:?} is not FAMILY=ADDR, e.g. ontap=127.0.0.1:8443")
-        })?;
-        if family != "ontap" {
-            return Err(format!(
-                "--target family {family:?} is not supported (only ontap)"
-            ));
-        }
-        if address.split(',').any(|a| a.trim().is_empty()) {
-            return Err("--target ontap= needs an address (or several, comma-separated)".into());
-        }
-        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-        Ok(ArrayTarget {
-            family: family.into(),
-            address: address.into(),
-            username: env("STORCH_BENCH_USERNAME", "admin"),
-            password: env("STORCH_BENCH_PASSWORD", "netapp123"),
-        })
-    }
-}
-
-impl ArrayTarget {
-    /// The array backend `i` of the run talks to.
-    pub fn address_of(&self, i: usize) -> &str {
-        let all: Vec<&str> = self.address.split(',').map(str::trim).collect();
-        all[i % all.len()]
-    }
 }
 
 fn durability_name<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
@@ -255,6 +211,9 @@ pub struct ProvisionReport {
     pub log_bytes_per_volume: f64,
     pub distribution: Distribution,
     pub baseline: Baseline,
+    /// With `--target`: the volumes the run made, removed from the arrays once it was
+    /// measured (not part of any figure above).
+    pub removed_from_arrays: Option<u64>,
 }
 
 /// `run` names this run on an array: an array keeps its volumes between runs, so the same
@@ -262,14 +221,7 @@ pub struct ProvisionReport {
 /// such create would fall through to another pool.
 fn backend_doc(i: usize, opts: &ProvisionOptions, run: &str) -> serde_json::Value {
     if let Some(t) = &opts.target {
-        // One ontap-nas backend per --backends, the arrays taken in turn, each backend with
-        // its own prefix.
-        return json!({
-            "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
-            "managementLIF": t.address_of(i), "username": t.username, "password": t.password,
-            "tlsVerify": false, "storagePrefix": format!("bench{i}_{run}_"),
-            "concurrencyLimit": opts.backend_limit,
-        });
+        return arrays::backend_doc(i, t, opts.backend_limit, run);
     }
     let pools: serde_json::Map<String, serde_json::Value> = (0..opts.pools)
         .map(|p| {
@@ -462,7 +414,7 @@ async fn run_in(
     progress: impl Fn(u64, u64) + Send + 'static,
 ) -> Result<ProvisionReport, String> {
     let recorder = BenchRecorder::global();
-    let (rt, replication) = start_core(dir, &opts).await?;
+    let (rt, replication, docs) = start_core(dir, &opts).await?;
     let core = rt.core();
     if let Some(r) = recorder {
         r.reset();
@@ -500,6 +452,10 @@ async fn run_in(
         .collect();
     rt.shutdown().await;
     let replicated = finish_replication(&replication, &opts, &counted, elapsed).await;
+    let removed_from_arrays = match &opts.target {
+        Some(_) => Some(arrays::clean_up(&docs, opts.backend_limit).await?),
+        None => None,
+    };
 
     let log_bytes = dir_bytes(&dir.join("log"));
     let volumes_made = placed.values().sum::<u64>().max(1);
@@ -528,16 +484,21 @@ async fn run_in(
             replicated,
             ..baseline
         },
+        removed_from_arrays,
         options: Arc::try_unwrap(opts).unwrap_or_else(|a| (*a).clone()),
     })
 }
 
+/// The running core, its replication and the backend documents it was given.
+type Started = (
+    CoreRuntime,
+    Option<Arc<crate::replication::Node>>,
+    Vec<serde_json::Value>,
+);
+
 /// Starts a core in `dir` (replicating to etcd if asked) with the benchmark's backends and
 /// its storage class.
-async fn start_core(
-    dir: &std::path::Path,
-    opts: &ProvisionOptions,
-) -> Result<(CoreRuntime, Option<Arc<crate::replication::Node>>), String> {
+async fn start_core(dir: &std::path::Path, opts: &ProvisionOptions) -> Result<Started, String> {
     let replication = match &opts.replicate_etcd {
         Some(endpoint) => Some(
             crate::replication::Node::new(crate::replication::ReplicationOptions {
@@ -562,8 +523,11 @@ async fn start_core(
     core.wait_ready().await?;
     let setup = RequestCtx::new("bench-setup");
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
-    for i in 0..opts.backends {
-        core.add_backend(&setup, backend_doc(i, opts, &run))
+    let docs: Vec<_> = (0..opts.backends)
+        .map(|i| backend_doc(i, opts, &run))
+        .collect();
+    for doc in &docs {
+        core.add_backend(&setup, doc.clone())
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -571,7 +535,7 @@ async fn start_core(
     core.add_storage_class(&setup, class)
         .await
         .map_err(|e| e.to_string())?;
-    Ok((rt, replication))
+    Ok((rt, replication, docs))
 }
 
 /// Where the clients send their operations: the core itself, or (`via_rest`) a REST server

@@ -54,9 +54,10 @@ pub struct ProvisionArgs {
     #[arg(long)]
     pub via_rest: bool,
     /// Provision on a running array instead of fake backends: ontap=HOST:PORT (e.g.
-    /// `storch-sim ontap --tls`), or ontap=HOST:PORT,HOST:PORT,… to spread the backends over
-    /// several arrays (credentials from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD, default
-    /// the simulator's).
+    /// `storch-sim ontap --tls`) or solidfire=MVIP:PORT (`storch-sim solidfire --tls`), or
+    /// FAMILY=HOST:PORT,HOST:PORT,… to spread the backends over several arrays (credentials
+    /// from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD, default the simulator's). The
+    /// volumes the run made are removed from the arrays afterwards.
     #[arg(long, value_name = "FAMILY=ADDR")]
     pub target: Option<crate::bench::ArrayTarget>,
     /// Also write the same records to this etcd (http://HOST:PORT, its JSON gateway), one
@@ -246,6 +247,12 @@ fn provision_table(r: &ProvisionReport) -> String {
         out.push_str(&format!(
             "{:<24}{:.0} records/s (one txn each) = storch at {:.1}× etcd\n",
             "etcd baseline", e.records_per_sec, ratio
+        ));
+    }
+    if let Some(n) = r.removed_from_arrays {
+        out.push_str(&format!(
+            "{:<24}{n} volumes the run made, after it was measured\n",
+            "removed from the arrays"
         ));
     }
     if let (Some(bound), Some(share)) = (b.littles_law_ops_per_sec, b.share_of_bound) {

@@ -232,6 +232,26 @@ pub fn version_less(a: &str, b: &str) -> bool {
     a < b
 }
 
+/// A backend file's `Endpoint` for `username`/`password` on the MVIP `address`:
+/// `https://USER:PASSWORD@ADDRESS/json-rpc/VERSION`, both credentials percent-encoded.
+pub fn endpoint_url(username: &str, password: &str, address: &str, version: &str) -> String {
+    let escape = |s: &str| -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    format!(
+        "https://{}:{}@{address}/json-rpc/{version}",
+        escape(username),
+        escape(password)
+    )
+}
+
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -11,11 +11,10 @@
 //!   storch knows (no orphan), and every acknowledged volume exists.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use crate::support::crash::CrashLoop;
 use crate::support::ontap::*;
-use crate::support::{Acked, Server, backend_online, check_acknowledged, get_json, load};
+use crate::support::{Server, get_json};
 use serde_json::{Value, json};
 use storch::sim::ontap::{FailRule, OntapSim, SimOptions};
 
@@ -288,64 +287,26 @@ async fn trident_backend_files_classes_and_fallthrough() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
     let _heavy = crate::support::heavy();
-    let rounds = crate::support::rounds("STORCH_ONTAP_CRASH_ROUNDS", 5);
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
     let state = tmp.path().join("array.json");
     let sim = sim(tmp.path(), Some(state.clone())).await;
-    let backend = pointed(&sim, "backend-ontap-nas.json", true);
-    let client = storch::net::client();
-    let acked = Arc::new(Mutex::new(Acked::default()));
-
-    let mut name = String::new();
-    for round in 0..rounds {
-        let mut server = Server::start(&data, &[]);
-        server.wait_ready(&client).await;
-        if round == 0 {
-            name = add_backend(&client, &server, &backend).await;
-            add_class(
-                &client,
-                &server,
-                json!({"name": "nas-all", "attributes": {"backendType": "ontap-nas"}}),
-            )
-            .await;
-        }
-        // The load starts once the array is reachable: a round in which the driver is still
-        // initialising would only fail its creates, and its deletes would drain what earlier
-        // rounds made.
-        backend_online(&client, &server.url, &name).await;
-        let tasks: Vec<_> = (0..6)
-            .map(|c| {
-                tokio::spawn(load(
-                    client.clone(),
-                    server.url.clone(),
-                    acked.clone(),
-                    format!("r{round}c{c}"),
-                    "100Mi",
-                    "nas-all",
-                ))
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(150 + rand::random::<u64>() % 500)).await;
-        server.kill();
-        for t in tasks {
-            t.await.unwrap();
-        }
-    }
-
-    // A last start: reconciliation settles every interrupted create and delete.
-    let mut server = Server::start(&data, &[]);
-    server.wait_ready(&client).await;
-    let (known, acked) = check_acknowledged(&client, &server, &acked).await;
-    server.stop();
-
+    let crash = CrashLoop {
+        rounds: crate::support::rounds("STORCH_ONTAP_CRASH_ROUNDS", 5),
+        clients: 6,
+        size: "100Mi",
+        backend: pointed(&sim, "backend-ontap-nas.json", true),
+        class: "nas-all",
+        class_attributes: json!({"backendType": "ontap-nas"}),
+        kill_while_starting_every: None,
+        load_ms: (150, 500),
+    };
+    let internal = |n: &str| storch::drivers::ontap::ontap_internal_name("trident_", n);
     // The simulated array holds exactly what storch knows, and says so in its state file too.
-    let expected: BTreeSet<String> = known
-        .iter()
-        .map(|n| storch::drivers::ontap::ontap_internal_name("trident_", n))
-        .collect();
-    let on_array: BTreeSet<String> = array_volumes(&sim, "svm0").into_iter().collect();
-    assert_eq!(on_array, expected, "array and storch disagree");
+    let on_array = crash
+        .run(&tmp.path().join("data"), internal, async || {
+            array_volumes(&sim, "svm0").into_iter().collect()
+        })
+        .await;
     sim.stop().await;
     let on_disk: storch::sim::ontap::Array =
         serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
@@ -355,11 +316,5 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
         .filter(|(_, v)| !v.is_root)
         .map(|(n, _)| n.clone())
         .collect();
-    assert_eq!(persisted, expected, "the state file matches");
-    eprintln!(
-        "{rounds} rounds: {} volumes acknowledged, {} deletes acknowledged, {} on the array",
-        acked.live.len(),
-        acked.deleted.len(),
-        on_array.len()
-    );
+    assert_eq!(persisted, on_array, "the state file matches");
 }

@@ -21,23 +21,30 @@ pub async fn sf_sim_in(
     tenant: Option<&str>,
     tuning: Tuning,
 ) -> SolidFireSim {
+    sf_sim_with(
+        dir,
+        SimOptions {
+            cluster: ClusterSpec {
+                mvip: "127.0.0.1".into(),
+                svip: SVIP.into(),
+                capacity,
+                max_iops: 100_000,
+                tenant: tenant.map(str::to_string),
+            },
+            tuning,
+            ..SimOptions::default()
+        },
+    )
+    .await
+}
+
+/// Starts a TLS simulator with `opts` on 127.0.0.1:0, its certificate in `dir`.
+pub async fn sf_sim_with(dir: &std::path::Path, mut opts: SimOptions) -> SolidFireSim {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    SolidFireSim::start(SimOptions {
-        tls: true,
-        cert_out: Some(dir.join(format!("sf-{n}.pem"))),
-        cluster: ClusterSpec {
-            mvip: "127.0.0.1".into(),
-            svip: SVIP.into(),
-            capacity,
-            max_iops: 100_000,
-            tenant: tenant.map(str::to_string),
-        },
-        tuning,
-        ..SimOptions::default()
-    })
-    .await
-    .expect("simulator starts")
+    opts.tls = true;
+    opts.cert_out = Some(dir.join(format!("sf-{n}.pem")));
+    SolidFireSim::start(opts).await.expect("simulator starts")
 }
 
 /// A solidfire-san backend config pointed at `sim` with `password`, trusting its certificate;

@@ -1,0 +1,134 @@
+//! `--target FAMILY=ADDR[,ADDR…]`: the benchmark on running arrays (or their simulators)
+//! instead of fake backends: the target's parsing, one backend document per `--backends` (the
+//! arrays taken in turn), and the removal of what a run made once it is measured.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`) or
+/// `solidfire=ADDR` (the MVIP, e.g. `storch-sim solidfire --tls`), or `FAMILY=ADDR,ADDR,…`
+/// for several arrays (the backends are spread over them in turn).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArrayTarget {
+    pub family: String,
+    pub address: String,
+    #[serde(skip)]
+    pub username: String,
+    #[serde(skip)]
+    pub password: String,
+}
+
+/// The array families `--target` takes, with the credentials their simulators default to.
+const TARGET_FAMILIES: [(&str, &str, &str); 2] = [
+    ("ontap", "admin", "netapp123"),
+    ("solidfire", "admin", "solidfire123"),
+];
+
+impl std::str::FromStr for ArrayTarget {
+    type Err = String;
+
+    /// `ontap=HOST:PORT` or `solidfire=HOST:PORT`; credentials default to the simulator's
+    /// (`admin`/`netapp123`, `admin`/`solidfire123`) and come from `STORCH_BENCH_USERNAME` /
+    /// `STORCH_BENCH_PASSWORD` when set.
+    fn from_str(s: &str) -> Result<ArrayTarget, String> {
+        let (family, address) = s.split_once('=').ok_or_else(|| {
+            format!("--target {s:?} is not FAMILY=ADDR, e.g. ontap=127.0.0.1:8443")
+        })?;
+        let Some((_, username, password)) = TARGET_FAMILIES.iter().find(|f| f.0 == family) else {
+            return Err(format!(
+                "--target family {family:?} is not supported (ontap or solidfire)"
+            ));
+        };
+        if address.split(',').any(|a| a.trim().is_empty()) {
+            return Err(format!(
+                "--target {family}= needs an address (or several, comma-separated)"
+            ));
+        }
+        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        Ok(ArrayTarget {
+            family: family.into(),
+            address: address.into(),
+            username: env("STORCH_BENCH_USERNAME", username),
+            password: env("STORCH_BENCH_PASSWORD", password),
+        })
+    }
+}
+
+impl ArrayTarget {
+    /// The array backend `i` of the run talks to.
+    pub fn address_of(&self, i: usize) -> &str {
+        let all: Vec<&str> = self.address.split(',').map(str::trim).collect();
+        all[i % all.len()]
+    }
+}
+
+/// Backend `i` of a run on the array target `t` (`run` names the run: see
+/// `provision::backend_doc`).
+pub(super) fn backend_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) -> Value {
+    match t.family.as_str() {
+        "solidfire" => solidfire_doc(i, t, limit, run),
+        // One ontap-nas backend per --backends, each with its own prefix.
+        _ => json!({
+            "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
+            "managementLIF": t.address_of(i), "username": t.username, "password": t.password,
+            "tlsVerify": false, "storagePrefix": format!("bench{i}_{run}_"),
+            "concurrencyLimit": limit,
+        }),
+    }
+}
+
+/// One solidfire-san backend per --backends, the arrays taken in turn. Element names are not
+/// unique, so each backend has a tenant account of its own for this run (created by the
+/// driver): a volume an earlier run left can never be taken for this run's. Its QoS types are
+/// the hands-on lab's three, so the bench class spreads over three pools per backend.
+fn solidfire_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) -> Value {
+    let address = t.address_of(i);
+    let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+    let endpoint =
+        crate::drivers::solidfire::config::endpoint_url(&t.username, &t.password, address, "8.0");
+    json!({
+        "version": 1, "storageDriverName": "solidfire-san", "backendName": format!("bench{i}"),
+        "Endpoint": endpoint,
+        "SVIP": format!("{host}:3260"), "TenantName": format!("bench{i}-{run}"),
+        "UseCHAP": true, "tlsVerify": false,
+        "Types": [
+            {"Type": "Bronze", "Qos": {"minIOPS": 1000, "maxIOPS": 2000, "burstIOPS": 4000}},
+            {"Type": "Silver", "Qos": {"minIOPS": 4000, "maxIOPS": 6000, "burstIOPS": 8000}},
+            {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
+        ],
+        "concurrencyLimit": limit,
+    })
+}
+
+/// Removes from the arrays every volume the run's backends made (`docs`), straight through
+/// their drivers once the run is measured and storch has stopped, so that neither the
+/// figures nor the log count it and the arrays are left as they were. Returns how many
+/// volumes were removed.
+pub(super) async fn clean_up(docs: &[Value], concurrency: usize) -> Result<u64, String> {
+    use futures::StreamExt;
+    let mut removed = 0;
+    for doc in docs {
+        let built = crate::drivers::build_driver(doc).map_err(|e| format!("clean-up: {e}"))?;
+        let driver = built.driver;
+        let name = doc["backendName"].as_str().unwrap_or_default();
+        let volumes = driver
+            .list_volumes()
+            .await
+            .map_err(|e| format!("clean-up of backend {name}: {e}"))?;
+        let results: Vec<_> = futures::stream::iter(&volumes)
+            .map(|v| driver.destroy(&v.internal_name))
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        for (v, r) in volumes.iter().zip(&results) {
+            if let Err(e) = r {
+                return Err(format!(
+                    "clean-up of backend {name}: volume {} was not removed: {e}",
+                    v.internal_name
+                ));
+            }
+        }
+        removed += volumes.len() as u64;
+    }
+    Ok(removed)
+}

@@ -1,0 +1,143 @@
+//! The SIGKILL crash loop every array's crash test runs: a real `storch serve` under
+//! concurrent load ([`super::load`]), killed at random moments and restarted, then started once
+//! more so that reconciliation settles every interrupted create and delete. Afterwards every
+//! acknowledged volume exists exactly once in storch and on the array, the array holds nothing
+//! storch does not know, and the hash chain verifies.
+//!
+//! A test gives the array: the backend document, the class the load creates in, how storch
+//! names a volume on it and how to list the array's volumes once the server has stopped. That
+//! listing must include every volume the array still holds in any state (a volume deleted but
+//! not yet purged still holds the array's space): after the last start storch has settled
+//! every delete, so nothing it is still deleting can remain, and anything left over is an
+//! orphan.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Acked, Server, backend_online, check_acknowledged, load};
+
+/// One crash test's shape.
+pub struct CrashLoop {
+    /// `STORCH_*_CRASH_ROUNDS` and its default.
+    pub rounds: usize,
+    /// Concurrent load clients per round.
+    pub clients: usize,
+    /// The size of every volume the load makes.
+    pub size: &'static str,
+    /// The backend document, added in the first round.
+    pub backend: Value,
+    /// The storage class the load creates in, added in the first round with
+    /// `class_attributes` (none when `Null`).
+    pub class: &'static str,
+    pub class_attributes: Value,
+    /// Every this many rounds, the server is killed during start-up and replay instead.
+    pub kill_while_starting_every: Option<usize>,
+    /// The load runs `least + random(0..spread)` milliseconds before the kill.
+    pub load_ms: (u64, u64),
+}
+
+impl CrashLoop {
+    /// Runs the rounds on the data dir `data`, then checks the outcome: `internal` is the
+    /// array-side name of a storch volume, `array_volumes` lists the array (called after the
+    /// last server stopped). Returns the array's volumes.
+    pub async fn run(
+        &self,
+        data: &Path,
+        internal: impl Fn(&str) -> String,
+        array_volumes: impl AsyncFnOnce() -> BTreeSet<String>,
+    ) -> BTreeSet<String> {
+        let client = storch::net::client();
+        let acked = Arc::new(Mutex::new(Acked::default()));
+        let mut backend = None;
+        for round in 0..self.rounds {
+            let mut server = Server::start(data, &[]);
+            if let Some(n) = self.kill_while_starting_every
+                && round % n == n - 1
+                && backend.is_some()
+            {
+                tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 20)).await;
+                server.kill();
+                continue;
+            }
+            server.wait_ready(&client).await;
+            let name = match &backend {
+                Some(name) => name,
+                None => backend.insert(self.setup(&client, &server).await),
+            };
+            // The load starts once the array is reachable: a round in which the driver is
+            // still initialising would only fail its creates, and its deletes would drain
+            // what earlier rounds made.
+            backend_online(&client, &server.url, name).await;
+            let tasks: Vec<_> = (0..self.clients)
+                .map(|c| {
+                    tokio::spawn(load(
+                        client.clone(),
+                        server.url.clone(),
+                        acked.clone(),
+                        format!("r{round}c{c}"),
+                        self.size,
+                        self.class,
+                    ))
+                })
+                .collect();
+            let (least, spread) = self.load_ms;
+            let ms = least + rand::random::<u64>() % spread.max(1);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            server.kill();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        }
+
+        // A last start: reconciliation settles every interrupted create and delete.
+        let mut server = Server::start(data, &[]);
+        server.wait_ready(&client).await;
+        let (known, acked) = check_acknowledged(&client, &server, &acked).await;
+        server.stop();
+
+        let on_array = array_volumes().await;
+        let expected: BTreeSet<String> = known.iter().map(|n| internal(n)).collect();
+        assert_eq!(on_array, expected, "array and storch disagree");
+
+        let log =
+            storch::log::EventLog::open(&data.join("log"), storch::log::Durability::Flush).unwrap();
+        let report = log.verify();
+        assert_eq!(report.first_bad, None, "hash chain verifies");
+        eprintln!(
+            "{} rounds: {} volumes acknowledged, {} deletes acknowledged, {} on the array, {} \
+             events",
+            self.rounds,
+            acked.live.len(),
+            acked.deleted.len(),
+            on_array.len(),
+            report.events
+        );
+        on_array
+    }
+
+    /// Adds the backend and the class; returns the backend's name.
+    async fn setup(&self, client: &reqwest::Client, server: &Server) -> String {
+        let r = client
+            .post(format!("{}/trident/v1/backend", server.url))
+            .json(&self.backend)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        assert_eq!(status, 201, "{body}; log:\n{}", server.log());
+        let mut class = serde_json::json!({ "name": self.class });
+        if !self.class_attributes.is_null() {
+            class["attributes"] = self.class_attributes.clone();
+        }
+        super::create(client, &server.url, "storageclass", &class).await;
+        body["backend"]
+            .as_str()
+            .expect("a backend name")
+            .to_string()
+    }
+}
