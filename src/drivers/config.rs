@@ -201,6 +201,26 @@ pub(crate) fn parse_bool(key: &str, v: &Value) -> Result<bool, DriverError> {
     }
 }
 
+/// An optional duration field (`30s`, `2m`): `default` when absent; zero or unreadable is an
+/// error naming the field.
+pub(crate) fn parse_duration(
+    obj: &Map<String, Value>,
+    key: &'static str,
+    default: std::time::Duration,
+) -> Result<std::time::Duration, DriverError> {
+    match opt_str(obj, key)? {
+        None => Ok(default),
+        Some(s) => humantime::parse_duration(s.trim())
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                DriverError::Invalid(format!(
+                    "invalid value for {key}: expected a duration such as 30s"
+                ))
+            }),
+    }
+}
+
 /// `invalid value for <field>: expected <what>, found <type>`. Never echoes the value.
 pub(crate) fn wrong_type(field: &str, expected: &str, found: Option<&Value>) -> DriverError {
     let found = found.map(json_type).unwrap_or("nothing");

@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::wire::Qos;
-use crate::drivers::config::{Secret, as_object, field, opt_str, parse_bool, wrong_type};
+use crate::drivers::config::{
+    Secret, as_object, field, opt_str, parse_bool, parse_duration, wrong_type,
+};
 use crate::drivers::{CommonConfig, DriverError, DriverResult};
 use crate::net::{TlsOptions, Url};
 
@@ -348,23 +350,5 @@ fn parse_limit(obj: &Map<String, Value>) -> DriverResult<Option<u64>> {
         Some(s) => crate::model::parse_size(s.trim())
             .map(Some)
             .map_err(|e| DriverError::Invalid(format!("invalid value for limitVolumeSize: {e}"))),
-    }
-}
-
-fn parse_duration(
-    obj: &Map<String, Value>,
-    key: &'static str,
-    default: Duration,
-) -> DriverResult<Duration> {
-    match opt_str(obj, key)? {
-        None => Ok(default),
-        Some(s) => humantime::parse_duration(s.trim())
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                DriverError::Invalid(format!(
-                    "invalid value for {key}: expected a duration such as 30s"
-                ))
-            }),
     }
 }

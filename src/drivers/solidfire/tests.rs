@@ -386,22 +386,3 @@ fn sizes_are_checked_against_the_minimum_and_the_limit() {
         other => panic!("{other:?}"),
     }
 }
-
-#[tokio::test]
-async fn one_name_at_a_time_and_unused_locks_are_forgotten() {
-    let locks = std::sync::Arc::new(NameLocks::default());
-    let first = locks.lock("a").await;
-    // Another name is not held up.
-    drop(locks.lock("b").await);
-    let waiter = {
-        let locks = locks.clone();
-        tokio::spawn(async move {
-            let _g = locks.lock("a").await;
-        })
-    };
-    tokio::task::yield_now().await;
-    assert!(!waiter.is_finished(), "a second lock of one name waits");
-    drop(first);
-    waiter.await.unwrap();
-    assert!(locks.0.lock().unwrap().is_empty(), "no lock is kept");
-}
