@@ -11,6 +11,7 @@ mod cli;
 mod core;
 mod crash;
 mod deploy;
+mod eseries;
 mod k8s;
 mod layering;
 mod local;

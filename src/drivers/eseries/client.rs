@@ -93,6 +93,12 @@ impl ProxyError {
         let (status, body) = match &self {
             ProxyError::Api { status, body, .. } => (*status, body),
             ProxyError::Unauthorized { .. } => return DriverError::Invalid(msg),
+            ProxyError::Transport { msg: m, .. } if m.contains("certificate") => {
+                return DriverError::Invalid(format!(
+                    "{msg}: the proxy's certificate is not trusted; check trustedCACertificate \
+                     and webProxyVerifyTLS"
+                ));
+            }
             ProxyError::Transport { .. } => return DriverError::Unavailable(msg),
             ProxyError::Malformed { .. } => return DriverError::Other(msg),
         };

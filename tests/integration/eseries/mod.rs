@@ -1,0 +1,4 @@
+//! E-Series (SANtricity Web Services): the eseries-iscsi driver against canned proxy answers
+//! (`canned`).
+
+mod canned;
