@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use super::eseries as es;
 use super::ontap::{AggregateSpec, FailRule, OntapSim, SimOptions, Tuning, UserScope};
 use super::solidfire as sf;
 
@@ -25,6 +26,8 @@ pub enum Command {
     Ontap(OntapArgs),
     /// A stateful SolidFire Element JSON-RPC server (solidfire-san).
     Solidfire(SolidFireArgs),
+    /// A stateful SANtricity Web Services Proxy with one E-Series array (eseries-iscsi).
+    Eseries(EseriesArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -206,6 +209,121 @@ impl SolidFireArgs {
     }
 }
 
+#[derive(Debug, clap::Args)]
+pub struct EseriesArgs {
+    /// Address to listen on (port 0 picks one; the chosen one is printed).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
+    #[arg(long)]
+    pub tls: bool,
+    /// Where to write the certificate (default: next to --state, else the temp dir).
+    #[arg(long, value_name = "FILE")]
+    pub cert_out: Option<PathBuf>,
+    /// Pools of a new array: NAME:MEDIA:SIZE[:RAID][:offline][:no-da],… (media hdd or ssd;
+    /// RAID raid0, raid1, raid3, raid5, raid6 (default) or raidDiskPool).
+    #[arg(long, default_value = es::DEFAULT_POOLS)]
+    pub pools: String,
+    /// Management addresses of the array's controllers, A,B (registrations must name these).
+    #[arg(long, value_name = "A,B", default_value = es::DEFAULT_CONTROLLERS)]
+    pub controllers: String,
+    /// IPv4 addresses of the iSCSI portals, spread over the controllers.
+    #[arg(long, value_name = "IP,…", default_value = es::DEFAULT_PORTALS)]
+    pub portals: String,
+    /// The array's password (applied at every start; the proxy keeps its own copy).
+    #[arg(long, default_value = "", env = "STORCH_SIM_ARRAY_PASSWORD")]
+    pub array_password: String,
+    /// The array is offline: array-scoped requests answer 424 (applied at every start).
+    #[arg(long)]
+    pub offline: bool,
+    /// What the array supports beyond Trident 18.07: expand, copy (comma-separated), or none
+    /// (applied at every start).
+    #[arg(long, default_value = "expand,copy")]
+    pub features: String,
+    /// Proxy user.
+    #[arg(long, default_value = es::DEFAULT_USERNAME)]
+    pub username: String,
+    #[arg(long, default_value = es::DEFAULT_PASSWORD, env = "STORCH_SIM_PASSWORD")]
+    pub password: String,
+    /// Persist the proxy and array in this file (fsynced after every change; loaded when it
+    /// exists).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Delay added to every request.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Inject failures: [METHOD@]PATH:RATE[:STATUS[/after|/untagged]] (repeatable; PATH below
+    /// /devmgr/v2/storage-systems/{id}/ unless it starts with storage-systems; * one segment,
+    /// a final ** any; default status 424).
+    #[arg(long, value_name = "PATH:RATE")]
+    pub fail: Vec<String>,
+    /// Progress reads before a volume expansion completes.
+    #[arg(long, default_value_t = 2)]
+    pub expand_polls: u32,
+    /// Reads of a volume copy job before it completes.
+    #[arg(long, default_value_t = 2)]
+    pub copy_polls: u32,
+}
+
+impl EseriesArgs {
+    pub fn options(&self) -> Result<es::SimOptions, String> {
+        let pools = es::PoolSpec::parse_list(&self.pools)?;
+        let controllers: Vec<String> = self
+            .controllers
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect();
+        if controllers.is_empty()
+            || controllers.len() > 2
+            || controllers.iter().any(String::is_empty)
+            || controllers.first() == controllers.get(1)
+        {
+            return Err(format!(
+                "--controllers {:?}: one or two different addresses, A,B",
+                self.controllers
+            ));
+        }
+        let portals: Vec<String> = self
+            .portals
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect();
+        if let Some(bad) = portals
+            .iter()
+            .find(|p| p.parse::<std::net::Ipv4Addr>().is_err())
+        {
+            return Err(format!("--portals: {bad:?} is not an IPv4 address"));
+        }
+        let fail = self
+            .fail
+            .iter()
+            .map(|f| es::FailRule::parse(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(es::SimOptions {
+            listen: self.listen,
+            tls: self.tls,
+            cert_out: self.cert_out.clone(),
+            array: es::ArraySpec {
+                pools,
+                controllers,
+                portals,
+                password: self.array_password.clone(),
+                offline: self.offline,
+                features: es::Features::parse(&self.features)?,
+            },
+            latency: Duration::from_millis(self.latency_ms),
+            fail,
+            state: self.state.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            tuning: es::Tuning {
+                expand_polls: self.expand_polls,
+                copy_polls: self.copy_polls,
+            },
+        })
+    }
+}
+
 /// Runs the simulator until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
@@ -234,6 +352,21 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 );
             }
             println!("storch-sim solidfire listening on {}", sim.url());
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            wait_for_signal().await;
+            sim.stop().await;
+            Ok(())
+        }
+        Command::Eseries(args) => {
+            let opts = args.options()?;
+            let sim = es::EseriesSim::start(opts)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(p) = sim.cert_path() {
+                eprintln!("storch-sim eseries certificate written to {}", p.display());
+            }
+            println!("storch-sim eseries listening on {}", sim.url());
             use std::io::Write;
             let _ = std::io::stdout().flush();
             wait_for_signal().await;

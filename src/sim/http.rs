@@ -18,6 +18,8 @@ use hyper_util::rt::TokioIo;
 pub struct HttpRequest {
     pub method: String,
     pub path: String,
+    /// The query string (without `?`), empty when there is none.
+    pub query: String,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
     pub body: Vec<u8>,
@@ -218,6 +220,7 @@ where
         async move {
             let method = req.method().as_str().to_string();
             let path = req.uri().path().to_string();
+            let query = req.uri().query().unwrap_or_default().to_string();
             let authorization = req
                 .headers()
                 .get(hyper::header::AUTHORIZATION)
@@ -230,6 +233,7 @@ where
             let out = handler(HttpRequest {
                 method,
                 path,
+                query,
                 authorization,
                 body,
             })

@@ -9,11 +9,17 @@
 //!   with CHAP secrets, volumes (deleted then purged, paged lists), QoS checked against the
 //!   cluster, snapshots, async clones, volume access groups, fault injection, latency and an
 //!   fsynced state file.
+//! - `eseries`: a SANtricity Web Services Proxy with one E-Series array behind it
+//!   (docs/wire-notes.md#the-e-series-simulator): registration and array passwords, pools,
+//!   volumes, hosts, host groups, LUN mappings, the iSCSI target, expansion and volume copy
+//!   jobs (each only when the array has the feature), fault injection (including "422 but
+//!   created"), latency and an fsynced state file.
 //!
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.
 
 pub mod cli;
+pub mod eseries;
 pub mod http;
 pub mod ontap;
 pub mod solidfire;

@@ -1,4 +1,11 @@
-//! E-Series (SANtricity Web Services): the eseries-iscsi driver against canned proxy answers
-//! (`canned`).
+//! E-Series (SANtricity Web Services Proxy REST): the simulator binary spoken to over HTTP(S)
+//! with raw requests: registration, faults, restarts and the command line (`sim`, which also
+//! holds the shared helpers), pools and volumes (`volumes`), hosts and mappings (`hosts`),
+//! expansion and copy jobs (`features`); the eseries-iscsi driver against canned proxy answers
+//! (`canned`) and the conformance suite against the simulator (`conformance`).
 
 mod canned;
+mod features;
+mod hosts;
+mod sim;
+mod volumes;

@@ -5,6 +5,7 @@
 //! load ([`load`]), and the two rules of a shared test process ([`heavy`],
 //! [`in_own_process`]).
 
+pub mod eseries;
 pub mod etcd;
 pub mod fake_kube;
 pub mod http;
