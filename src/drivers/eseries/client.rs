@@ -62,6 +62,25 @@ impl ProxyError {
         self.status() == Some(404)
     }
 
+    /// The array lacks the resource or feature asked for: 404/405/501 on the resource, or a
+    /// 422 whose return code or message says "not supported" (the wire spec names no code for
+    /// it; the simulator answers `featureNotSupported`).
+    pub fn is_unsupported_feature(&self) -> bool {
+        match self {
+            ProxyError::Api {
+                status: 404 | 405 | 501,
+                ..
+            } => true,
+            ProxyError::Api {
+                status: 422, body, ..
+            } => {
+                let text = format!("{} {}", body.retcode, body.message()).to_ascii_lowercase();
+                text.contains("notsupported") || text.contains("not support")
+            }
+            _ => false,
+        }
+    }
+
     /// 422 with the wrong-array-password return codes.
     pub fn is_wrong_array_password(&self) -> bool {
         match self {

@@ -423,9 +423,9 @@ impl EseriesDriver {
 
     /// Whether the array makes volume copies. The proxy publishes no feature list for it
     /// (nothing in the wire spec), so the driver asks the resource itself: the array's list of
-    /// copy jobs answers when it has them, and 404 (the array id was just confirmed, so the
-    /// resource is what is missing) means it has not. Learnt at discovery, so an unable array
-    /// refuses a clone before any call.
+    /// copy jobs answers when it has them; 404 (the array id was just confirmed, so the
+    /// resource is what is missing) or a 422 saying "not supported" means it has not. Learnt
+    /// at discovery, so an unable array refuses a clone before any call.
     async fn has_copy_jobs(&self, d: &Discovered) -> DriverResult<bool> {
         match self
             .client
@@ -433,7 +433,7 @@ impl EseriesDriver {
             .await
         {
             Ok(_) => Ok(true),
-            Err(e) if matches!(e.status(), Some(404 | 405 | 501)) => Ok(false),
+            Err(e) if e.is_unsupported_feature() => Ok(false),
             Err(e) => Err(e.into()),
         }
     }

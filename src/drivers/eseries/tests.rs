@@ -362,6 +362,10 @@ fn santricity_errors_become_classes_and_keep_the_message() {
         "{msg}"
     );
     assert_eq!(class(unauthorized), "invalid");
+    assert!(api(404, "", "no such resource").is_unsupported_feature());
+    assert!(api(422, "featureNotSupported", "x").is_unsupported_feature());
+    assert!(api(422, "error", "This array does not support volume copy").is_unsupported_feature());
+    assert!(!api(422, "error", "Not enough space").is_unsupported_feature());
     assert!(api(424, "", "offline").is_retryable());
     assert!(api(424, "", "offline").into_driver().is_retryable());
     assert!(!api(422, "", "x").is_retryable());

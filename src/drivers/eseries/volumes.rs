@@ -415,8 +415,8 @@ pub async fn resize(
         return Ok(());
     }
     // Whether the array expands volumes: its expansion status answers for this volume when it
-    // can (404 for a volume just read means the resource is what is missing). Asked before
-    // any change.
+    // can; 404 (for a volume just read, the resource is what is missing) or a 422 saying "not
+    // supported" means it cannot. Asked before any change.
     let progress_path = d.path(&format!("/volumes/{}/expand", v.reference()));
     match drv.client.get::<ExpandProgress>(&progress_path).await {
         Ok(p) if p.action.is_empty() || p.action == "none" => {}
@@ -426,7 +426,7 @@ pub async fn resize(
                 p.action, p.percent_complete
             )));
         }
-        Err(e) if matches!(e.status(), Some(404 | 405 | 501)) => {
+        Err(e) if e.is_unsupported_feature() => {
             return Err(DriverError::Unsupported(format!(
                 "resize is not supported by this array ({}): it has no volume expansion",
                 d.system_id

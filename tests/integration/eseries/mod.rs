@@ -5,6 +5,7 @@
 //! (`canned`) and the conformance suite against the simulator (`conformance`).
 
 mod canned;
+mod conformance;
 mod features;
 mod hosts;
 mod sim;
