@@ -2,10 +2,12 @@
 //! with raw requests: registration, faults, restarts and the command line (`sim`, which also
 //! holds the shared helpers), pools and volumes (`volumes`), hosts and mappings (`hosts`),
 //! expansion and copy jobs (`features`); the eseries-iscsi driver against canned proxy answers
-//! (`canned`) and the conformance suite against the simulator (`conformance`).
+//! (`canned`), the conformance suite against the simulator (`conformance`) and its error
+//! cases against the simulator (`drivers`).
 
 mod canned;
 mod conformance;
+mod drivers;
 mod features;
 mod hosts;
 mod sim;
