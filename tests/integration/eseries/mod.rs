@@ -3,10 +3,11 @@
 //! holds the shared helpers), pools and volumes (`volumes`), hosts and mappings (`hosts`),
 //! expansion and copy jobs (`features`); the eseries-iscsi driver against canned proxy answers
 //! (`canned`), the conformance suite against the simulator (`conformance`) and its error
-//! cases against the simulator (`drivers`).
+//! cases against the simulator (`drivers`), and under the core (`core`).
 
 mod canned;
 mod conformance;
+mod core;
 mod drivers;
 mod features;
 mod hosts;
