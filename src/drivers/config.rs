@@ -201,6 +201,23 @@ pub(crate) fn parse_bool(key: &str, v: &Value) -> Result<bool, DriverError> {
     }
 }
 
+/// `trustedCACertificate`: PEM text to trust instead of the system roots, `None` when absent
+/// or empty; anything but a PEM certificate is an error naming the field.
+pub(crate) fn trusted_ca(obj: &Map<String, Value>) -> Result<Option<String>, DriverError> {
+    let pem = opt_str(obj, "trustedCACertificate")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if let Some(p) = &pem
+        && !p.contains("-----BEGIN CERTIFICATE-----")
+    {
+        return Err(DriverError::Invalid(
+            "invalid value for trustedCACertificate: expected a PEM certificate".into(),
+        ));
+    }
+    Ok(pem)
+}
+
 /// An optional duration field (`30s`, `2m`): `default` when absent; zero or unreadable is an
 /// error naming the field.
 pub(crate) fn parse_duration(

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::drivers::config::{
-    Secret, as_object, field, opt_str, parse_bool, parse_duration, wrong_type,
+    Secret, as_object, field, opt_str, parse_bool, parse_duration, trusted_ca, wrong_type,
 };
 use crate::drivers::{CommonConfig, DriverError, DriverResult};
 use crate::net::TlsOptions;
@@ -291,17 +291,7 @@ fn parse_host_data_ip(obj: &Map<String, Value>) -> DriverResult<IpAddr> {
 /// against `trustedCACertificate` when given (which alone also turns checking on).
 fn parse_tls(obj: &Map<String, Value>, use_http: bool, host: &str) -> DriverResult<TlsOptions> {
     let verify = opt_bool(obj, "webProxyVerifyTLS")?;
-    let trusted_ca_pem = opt_str(obj, "trustedCACertificate")?
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    if let Some(pem) = &trusted_ca_pem
-        && !pem.contains("-----BEGIN CERTIFICATE-----")
-    {
-        return Err(DriverError::Invalid(
-            "invalid value for trustedCACertificate: expected a PEM certificate".into(),
-        ));
-    }
+    let trusted_ca_pem = trusted_ca(obj)?;
     if use_http {
         if verify == Some(true) || trusted_ca_pem.is_some() {
             return Err(DriverError::Invalid(

@@ -9,7 +9,7 @@ use super::config::*;
 use super::volumes::size_units;
 use super::wire::{ErrorBody, Pool};
 use super::*;
-use crate::drivers::testing::merged;
+use crate::drivers::testing::{class_name, merged};
 
 /// Trident's sample E-Series backend file.
 fn base() -> Value {
@@ -301,15 +301,7 @@ fn api(status: u16, retcode: &str, message: &str) -> ProxyError {
 }
 
 fn class(e: ProxyError) -> &'static str {
-    match e.into_driver() {
-        DriverError::NotFound(_) => "not_found",
-        DriverError::AlreadyExists(_) => "exists",
-        DriverError::Conflict(_) => "conflict",
-        DriverError::Unsupported(_) => "unsupported",
-        DriverError::Unavailable(_) => "unavailable",
-        DriverError::Invalid(_) => "invalid",
-        DriverError::Other(_) => "other",
-    }
+    class_name(&e.into_driver())
 }
 
 #[test]

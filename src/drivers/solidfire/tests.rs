@@ -7,7 +7,7 @@ use super::client::ElementError;
 use super::config::*;
 use super::wire::Qos;
 use super::*;
-use crate::drivers::testing::merged;
+use crate::drivers::testing::{class_name, merged};
 
 fn base() -> Value {
     json!({
@@ -224,15 +224,7 @@ fn api(name: &str) -> ElementError {
 }
 
 fn class(e: ElementError) -> &'static str {
-    match e.into_driver() {
-        DriverError::NotFound(_) => "not_found",
-        DriverError::AlreadyExists(_) => "exists",
-        DriverError::Conflict(_) => "conflict",
-        DriverError::Unsupported(_) => "unsupported",
-        DriverError::Unavailable(_) => "unavailable",
-        DriverError::Invalid(_) => "invalid",
-        DriverError::Other(_) => "other",
-    }
+    class_name(&e.into_driver())
 }
 
 #[test]

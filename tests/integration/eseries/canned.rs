@@ -179,6 +179,12 @@ fn pools() -> Value {
     ])
 }
 
+/// The fresh read of pool_a a create makes (100 GiB free).
+fn pool_a_read() -> Answer {
+    let body = pool(POOL_A, "pool_a", "ssd", 100 * GIB, false);
+    ("GET", p(&format!("/storage-pools/{POOL_A}")), 200, body)
+}
+
 fn host_types() -> Value {
     json!([
         {"index": 0, "code": "FactoryDefault", "name": "Factory Default", "used": false},
@@ -477,12 +483,7 @@ async fn create_sends_kib_segment_size_and_tags_then_maps_to_the_group() {
         discovery(),
         vec![
             ("GET", p("/volumes"), 200, json!([])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             (
                 "POST",
                 p("/volumes"),
@@ -528,12 +529,7 @@ async fn a_422_create_that_made_the_volume_with_our_tags_is_adopted() {
         vec![
             ("GET", p("/volumes"), 200, json!([])),
             ("GET", p("/volumes"), 200, json!([made.clone()])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             (
                 "POST",
                 p("/volumes"),
@@ -582,12 +578,7 @@ async fn a_422_create_without_our_tags_is_reported_and_nothing_is_touched() {
         vec![
             ("GET", p("/volumes"), 200, json!([])),
             ("GET", p("/volumes"), 200, json!([theirs])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             (
                 "POST",
                 p("/volumes"),
@@ -669,12 +660,7 @@ async fn a_mapping_conflict_is_reported_and_the_new_volume_removed() {
         discovery(),
         vec![
             ("GET", p("/volumes"), 200, json!([])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             (
                 "POST",
                 p("/volumes"),
@@ -886,12 +872,7 @@ async fn expand_where_the_array_can_and_a_refusal_where_it_cannot() {
                 200,
                 json!({"percentComplete": 100, "timeToCompletion": 0, "action": "none"}),
             ),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             ("POST", expand.clone(), 200, json!({})),
             (
                 "GET",
@@ -983,12 +964,7 @@ async fn clones_run_a_volume_copy_job_where_the_array_can() {
         discovery(),
         vec![
             ("GET", p("/volumes"), 200, json!([source.clone()])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             ("POST", p("/volumes"), 200, target.clone()),
             ("POST", p("/volume-copy-jobs"), 200, job("inProgress")),
             ("GET", job_path.clone(), 200, job("inProgress")),
@@ -1033,12 +1009,7 @@ async fn a_failed_copy_removes_the_clone_and_an_unable_array_refuses_first() {
         discovery(),
         vec![
             ("GET", p("/volumes"), 200, json!([source.clone()])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_A}")),
-                200,
-                pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
-            ),
+            pool_a_read(),
             (
                 "POST",
                 p("/volumes"),

@@ -4,65 +4,24 @@
 //! with neither (refused as "not supported by this array"), with an array password and a
 //! host group the driver creates. Nothing is left on the array afterwards.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use storch::drivers::conformance;
 use storch::drivers::conformance::Support;
-use storch::drivers::eseries::{EseriesDriver, conformance_options};
+use storch::drivers::eseries::conformance_options;
 use storch::drivers::testing::{clone_req, req};
-use storch::drivers::{CommonConfig, DriverError, StorageDriver};
+use storch::drivers::{DriverError, StorageDriver};
 
-use crate::support::eseries::{CONTROLLERS, EseriesSim};
+use super::drivers::{driver, on_array};
+use crate::support::eseries::EseriesSim;
 
 const GIB: u64 = 1 << 30;
 const POOLS: &str = "pool_ssd:ssd:64GiB:raid6,pool_hdd:hdd:64GiB:raidDiskPool,scratch:ssd:8GiB";
-
-fn backend(sim: &EseriesSim, extra: Value) -> Value {
-    let (host, port) = sim.host_port();
-    let mut doc = json!({
-        "version": 1, "storageDriverName": "eseries-iscsi",
-        "webProxyHostname": host, "webProxyPort": port.to_string(),
-        "username": "admin", "password": "eseries123",
-        "controllerA": CONTROLLERS[0], "controllerB": CONTROLLERS[1],
-        "hostDataIP": "10.0.1.10", "poolNameSearchPattern": "^pool_",
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        doc[k] = v.clone();
-    }
-    doc
-}
-
-fn driver(doc: &Value) -> EseriesDriver {
-    let common = CommonConfig::parse(doc).unwrap();
-    EseriesDriver::from_config(doc, &common).unwrap()
-}
-
-/// Volumes and mappings the array holds, through the proxy.
-async fn leftovers(sim: &EseriesSim) -> (Vec<Value>, Vec<Value>) {
-    let (_, systems) = sim.request("GET", "/storage-systems", None).await;
-    let id = systems[0]["id"].as_str().expect("registered").to_string();
-    let (_, vols) = sim
-        .request("GET", &format!("/storage-systems/{id}/volumes"), None)
-        .await;
-    let (_, maps) = sim
-        .request(
-            "GET",
-            &format!("/storage-systems/{id}/volume-mappings"),
-            None,
-        )
-        .await;
-    let list = |v: Value| v.as_array().cloned().unwrap_or_default();
-    (list(vols), list(maps))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eseries_iscsi_over_tls_with_expand_and_copy() {
     let dir = tempfile::tempdir().unwrap();
     let sim = EseriesSim::start(dir.path(), true, &["--pools", POOLS]);
-    let doc = backend(
-        &sim,
-        json!({"webProxyVerifyTLS": true, "trustedCACertificate": sim.ca_pem().unwrap()}),
-    );
-    let d = driver(&doc);
+    let d = driver(&sim, json!({"webProxyVerifyTLS": true}));
     let disc = d.discover().await.unwrap();
     let names: Vec<&str> = disc.pools.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["pool_hdd", "pool_ssd"]);
@@ -75,8 +34,11 @@ async fn eseries_iscsi_over_tls_with_expand_and_copy() {
     conformance::run(&d, "pool_ssd", &opts).await;
     conformance::run(&d, "pool_hdd", &opts).await;
     assert!(d.list_volumes().await.unwrap().is_empty());
-    let (vols, maps) = leftovers(&sim).await;
-    assert!(vols.is_empty() && maps.is_empty(), "{vols:?} {maps:?}");
+    assert_eq!(
+        on_array(&sim).await,
+        (vec![], 0),
+        "nothing left on the array"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,15 +56,17 @@ async fn eseries_iscsi_over_http_without_features_and_with_an_array_password() {
             "array-pw",
         ],
     );
-    let doc = backend(
+    let d = driver(
         &sim,
-        json!({"webProxyUseHTTP": true, "passwordArray": "array-pw",
-            "accessGroupName": "storch_hosts", "storagePrefix": "st_"}),
+        json!({"passwordArray": "array-pw", "accessGroupName": "storch_hosts",
+            "storagePrefix": "st_"}),
     );
-    let d = driver(&doc);
     conformance::run(&d, "pool_ssd", &conformance_options(GIB)).await;
-    let (vols, maps) = leftovers(&sim).await;
-    assert!(vols.is_empty() && maps.is_empty(), "{vols:?} {maps:?}");
+    assert_eq!(
+        on_array(&sim).await,
+        (vec![], 0),
+        "nothing left on the array"
+    );
 
     let name = d.internal_name("pvc-features");
     assert!(name.starts_with("st_") && name.len() == 25, "{name}");
@@ -126,6 +90,9 @@ async fn eseries_iscsi_over_http_without_features_and_with_an_array_password() {
     }
     assert_eq!(d.get(&name).await.unwrap().unwrap().size_bytes, GIB);
     d.destroy(&name).await.unwrap();
-    let (vols, maps) = leftovers(&sim).await;
-    assert!(vols.is_empty() && maps.is_empty(), "{vols:?} {maps:?}");
+    assert_eq!(
+        on_array(&sim).await,
+        (vec![], 0),
+        "nothing left on the array"
+    );
 }

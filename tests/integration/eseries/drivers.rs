@@ -15,22 +15,28 @@ use crate::support::eseries::{CONTROLLERS, EseriesSim};
 const GIB: u64 = 1 << 30;
 const POOLS: &str = "pool_ssd:ssd:64GiB,pool_hdd:hdd:64GiB:raidDiskPool";
 
-fn backend(sim: &EseriesSim, extra: Value) -> Value {
+/// A backend on the simulator: its address, credentials and controllers, the first portal,
+/// pools matching `^pool_`; over TLS with its certificate trusted, else over plain HTTP.
+pub(super) fn backend(sim: &EseriesSim, extra: Value) -> Value {
     let (host, port) = sim.host_port();
     let mut doc = json!({
         "version": 1, "storageDriverName": "eseries-iscsi",
-        "webProxyHostname": host, "webProxyPort": port, "webProxyUseHTTP": true,
+        "webProxyHostname": host, "webProxyPort": port,
         "username": "admin", "password": "eseries123",
         "controllerA": CONTROLLERS[0], "controllerB": CONTROLLERS[1],
-        "hostDataIP": "10.0.1.11",
+        "hostDataIP": "10.0.1.10", "poolNameSearchPattern": "^pool_",
     });
+    match sim.ca_pem() {
+        Some(pem) => doc["trustedCACertificate"] = json!(pem),
+        None => doc["webProxyUseHTTP"] = json!(true),
+    }
     for (k, v) in extra.as_object().unwrap() {
         doc[k] = v.clone();
     }
     doc
 }
 
-fn driver(sim: &EseriesSim, extra: Value) -> EseriesDriver {
+pub(super) fn driver(sim: &EseriesSim, extra: Value) -> EseriesDriver {
     let doc = backend(sim, extra);
     let common = CommonConfig::parse(&doc).unwrap();
     EseriesDriver::from_config(&doc, &common)
@@ -49,7 +55,7 @@ fn sim(dir: &std::path::Path, args: &[&str]) -> EseriesSim {
 }
 
 /// The array's volume labels and its number of mappings.
-async fn on_array(sim: &EseriesSim) -> (Vec<String>, usize) {
+pub(super) async fn on_array(sim: &EseriesSim) -> (Vec<String>, usize) {
     let (_, systems) = sim.request("GET", "/storage-systems", None).await;
     let Some(id) = systems[0]["id"].as_str() else {
         return (Vec::new(), 0);
