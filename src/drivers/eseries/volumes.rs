@@ -405,14 +405,15 @@ pub async fn resize(
     size_bytes: u64,
 ) -> DriverResult<()> {
     let v = find_or_not_found(drv, d, name).await?;
+    // The size it has, or the size it was asked for before the array rounded it up.
+    if size_matches(v.capacity, size_bytes) {
+        return Ok(());
+    }
     if size_bytes < v.capacity {
         return Err(DriverError::Invalid(format!(
             "volume {name} is {} bytes; E-Series volumes cannot shrink to {size_bytes}",
             v.capacity
         )));
-    }
-    if size_matches(v.capacity, size_bytes) {
-        return Ok(());
     }
     // Whether the array expands volumes: its expansion status answers for this volume when it
     // can; 404 (for a volume just read, the resource is what is missing) or a 422 saying "not
