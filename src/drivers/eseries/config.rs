@@ -3,7 +3,7 @@
 //! `webProxyVerifyTLS`, `username`, `password`, `controllerA`, `controllerB`,
 //! `passwordArray`, `hostDataIP` (or the legacy `hostData_IP`), `poolNameSearchPattern`,
 //! `hostType`, `accessGroupName`, `storagePrefix`), plus storch's `trustedCACertificate`,
-//! `apiTimeout` and `jobTimeout`.
+//! `apiTimeout`, `jobTimeout` and `offerClones`.
 //!
 //! Keys match like Go's JSON decoder (exact, else case-insensitive). Unlike Trident, a key
 //! this driver does not know is refused, naming it: a misspelt `hostDataIp_` would otherwise
@@ -83,6 +83,7 @@ const KNOWN_KEYS: &[&str] = &[
     "trustedCACertificate",
     "apiTimeout",
     "jobTimeout",
+    "offerClones",
 ];
 
 /// The parsed config. `Debug` never shows a password.
@@ -110,6 +111,9 @@ pub struct EseriesConfig {
     pub api_timeout: Duration,
     /// storch extension: how long a clone's copy job or an expansion may run (default 10 min).
     pub job_timeout: Duration,
+    /// storch extension: pools offer `clones=true` when the array has volume copy jobs
+    /// (default false: Trident's `clones=false`, so the core refuses clones before the driver).
+    pub offer_clones: bool,
 }
 
 impl EseriesConfig {
@@ -202,6 +206,7 @@ impl EseriesConfig {
             prefix,
             api_timeout: parse_duration(obj, "apiTimeout", DEFAULT_API_TIMEOUT)?,
             job_timeout: parse_duration(obj, "jobTimeout", DEFAULT_JOB_TIMEOUT)?,
+            offer_clones: opt_bool(obj, "offerClones")?.unwrap_or(false),
         })
     }
 

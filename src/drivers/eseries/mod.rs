@@ -438,9 +438,14 @@ impl EseriesDriver {
         }
     }
 
-    /// The pools with Trident's offers.
+    /// The pools with Trident's offers; `clones=true` only when the file opts in
+    /// (`offerClones`) and the array has volume copy jobs.
     fn pool_infos(&self, d: &Discovered) -> Vec<PoolInfo> {
-        d.pools.values().map(pool_info).collect()
+        if self.cfg.offer_clones && !d.copy_jobs {
+            tracing::warn!(array = %d.system_id, "offerClones: the array has no volume copy jobs; its pools offer clones=false");
+        }
+        let clones = self.cfg.offer_clones && d.copy_jobs;
+        d.pools.values().map(|p| pool_info(p, clones)).collect()
     }
 
     /// The pool named `label`, or `Invalid`.
@@ -455,15 +460,15 @@ impl EseriesDriver {
 }
 
 /// A pool with Trident's offers: `media` from the drive type (only hdd or ssd), thick, no
-/// snapshots, clones or encryption.
-pub fn pool_info(p: &Pool) -> PoolInfo {
+/// snapshots or encryption, and no clones unless `clones` (storch's opt-in).
+pub fn pool_info(p: &Pool, clones: bool) -> PoolInfo {
     let mut offers = BTreeMap::new();
     offers.insert("backendType".to_string(), Offer::strings([DRIVER_NAME]));
     if let media @ ("hdd" | "ssd") = p.drive_media_type.as_str() {
         offers.insert("media".to_string(), Offer::strings([media]));
     }
     offers.insert("snapshots".to_string(), Offer::Bool(false));
-    offers.insert("clones".to_string(), Offer::Bool(false));
+    offers.insert("clones".to_string(), Offer::Bool(clones));
     offers.insert("encryption".to_string(), Offer::Bool(false));
     offers.insert("provisioningType".to_string(), Offer::strings(["thick"]));
     PoolInfo {

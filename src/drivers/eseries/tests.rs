@@ -78,6 +78,12 @@ fn trident_backend_file_parses() {
     assert!(!c.tls.verify);
     assert_eq!(c.default_backend_name(), "eseries_10.0.0.101");
     assert_eq!(c.api_timeout, DEFAULT_API_TIMEOUT);
+    assert!(!c.offer_clones);
+    assert!(
+        parse(&merged(base(), json!({"offerClones": true})))
+            .unwrap()
+            .offer_clones
+    );
 }
 
 #[test]
@@ -184,6 +190,7 @@ fn config_errors_name_the_field() {
         ),
         (json!({"apiTimeout": "soon"}), "apiTimeout"),
         (json!({"jobTimeout": "0s"}), "jobTimeout"),
+        (json!({"offerClones": "sometimes"}), "offerClones"),
         (json!({"hostDataIp_": "10.0.0.1"}), "hostDataIp_"),
         (json!({"svm": "vs0"}), "svm"),
     ] {
@@ -250,7 +257,7 @@ fn pools_offer_exactly_tridents_attributes() {
             "freeSpace": "1000", "totalRaidedSpace": "4000", "driveMediaType": media}))
         .unwrap()
     };
-    let p = pool_info(&pool("ssd"));
+    let p = pool_info(&pool("ssd"), false);
     assert_eq!(p.name, "pool_a");
     assert_eq!(p.total_bytes, Some(4000));
     let keys: Vec<&str> = p.offers.keys().map(String::as_str).collect();
@@ -272,10 +279,19 @@ fn pools_offer_exactly_tridents_attributes() {
         assert_eq!(p.offers[k], Offer::Bool(false), "{k}");
     }
     assert_eq!(
-        pool_info(&pool("hdd")).offers["media"],
+        pool_info(&pool("hdd"), false).offers["media"],
         Offer::strings(["hdd"])
     );
-    assert!(!pool_info(&pool("unknown")).offers.contains_key("media"));
+    assert!(
+        !pool_info(&pool("unknown"), false)
+            .offers
+            .contains_key("media")
+    );
+    // storch's opt-in (offerClones on an array with volume copy jobs).
+    assert_eq!(
+        pool_info(&pool("ssd"), true).offers["clones"],
+        Offer::Bool(true)
+    );
 }
 
 #[test]

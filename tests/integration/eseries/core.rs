@@ -2,7 +2,8 @@
 //! `examples/backend-eseries.json` (Trident's file, pointed at the simulator) is a working
 //! backend whose shown config holds neither password; media classes choose the pools; a
 //! volume gets iSCSI access (the target's IQN, the `hostDataIP` portal, the array's LUN) and
-//! its meta tags name it; resize expands it; a delete leaves nothing on the array.
+//! its meta tags name it; resize expands it; a delete leaves nothing on the array. Clones need
+//! the `offerClones` opt-in.
 
 use serde_json::{Value, json};
 use storch::actors::RequestCtx;
@@ -115,5 +116,64 @@ async fn the_example_backend_serves_media_classes_with_iscsi_volumes() {
     core.delete_volume(&ctx(), "vol_hdd").await.unwrap();
     let (_, vols) = sim.request("GET", &volumes, None).await;
     assert_eq!(vols, json!([]), "deleted");
+    rt.shutdown().await;
+}
+
+/// Clones through the core: Trident's pools offer `clones=false`, so the core refuses them;
+/// with `offerClones` on an array that has volume copy jobs, a clone is a full copy in the
+/// source's pool with its own LUN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_need_the_opt_in_and_copy_the_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = EseriesSim::start(
+        dir.path(),
+        true,
+        &[
+            "--pools",
+            "pool_ssd:ssd:64GiB",
+            "--array-password",
+            "array-secret-canary",
+        ],
+    );
+    let rt = start(&dir.path().join("core")).await;
+    let core = rt.core();
+    let mut doc = example(&sim);
+    doc["backendName"] = json!("es");
+    core.add_backend(&ctx(), doc.clone()).await.unwrap();
+    let class = json!({"name": "eseries", "attributes": {"backendType": "eseries-iscsi"}});
+    core.add_storage_class(
+        &ctx(),
+        StorageClassConfig::from_json(class.to_string().as_bytes()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let source = VolumeConfig {
+        name: "src".into(),
+        size: "1Gi".into(),
+        storage_class: "eseries".into(),
+        ..VolumeConfig::default()
+    };
+    add_volume(&core, &ctx(), source).await.unwrap();
+    let clone = |name: &str| VolumeConfig {
+        name: name.into(),
+        clone_source_volume: "src".into(),
+        ..VolumeConfig::default()
+    };
+    match add_volume(&core, &ctx(), clone("copy1")).await {
+        Err(e) => assert!(e.to_string().contains("does not offer clones"), "{e}"),
+        Ok(v) => panic!("cloned without the opt-in: {v:?}"),
+    }
+    doc["offerClones"] = json!(true);
+    core.update_backend(&ctx(), "es", doc).await.unwrap();
+    let copy = add_volume(&core, &ctx(), clone("copy2")).await.unwrap();
+    let src = core.get_volume("src").unwrap();
+    let (a, b) = (
+        &src.config.access_information,
+        &copy.config.access_information,
+    );
+    assert_eq!(a.iscsi_target_iqn, b.iscsi_target_iqn);
+    assert_ne!(a.iscsi_lun_number, b.iscsi_lun_number);
+    core.delete_volume(&ctx(), "copy2").await.unwrap();
+    core.delete_volume(&ctx(), "src").await.unwrap();
     rt.shutdown().await;
 }
