@@ -3,11 +3,13 @@
 //! holds the shared helpers), pools and volumes (`volumes`), hosts and mappings (`hosts`),
 //! expansion and copy jobs (`features`); the eseries-iscsi driver against canned proxy answers
 //! (`canned`), the conformance suite against the simulator (`conformance`) and its error
-//! cases against the simulator (`drivers`), and under the core (`core`).
+//! cases against the simulator (`drivers`), under the core (`core`), and `storch serve`
+//! SIGKILLed under load against it (`crash`).
 
 mod canned;
 mod conformance;
 mod core;
+mod crash;
 mod drivers;
 mod features;
 mod hosts;
