@@ -1,11 +1,9 @@
 //! The eseries-iscsi driver against hand-written SANtricity Web Services answers (the wire
-//! spec's shapes, values invented) served over TLS on 127.0.0.1: registration (new, known,
-//! with a changed array password), the array's status, pools and their offers, host types,
-//! the host group (found or created), the iSCSI portal of `hostDataIP`; create, the proxy's
-//! "422 but created" habit on create and on map, full pools and mapping conflicts, destroy
-//! (unmap then delete, already gone), expand and volume copy where the array has them and a
-//! refusal before any call where it has not; 401, the wrong array password and an offline
-//! array; and the certificate checks.
+//! spec's shapes, values invented) served over TLS on 127.0.0.1, and the scripted server the
+//! canned tests share: registration (new, known, with a changed array password), the array's
+//! status, pools and their offers, host types, the host group (found or created), the iSCSI
+//! portal of `hostDataIP`; 401, the wrong array password and an offline array; and the
+//! certificate checks. Volume operations are in `canned_volumes`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -14,36 +12,35 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 use storch::drivers::eseries::{EseriesDriver, eseries_internal_name};
-use storch::drivers::testing::{clone_req, req};
 use storch::drivers::{CommonConfig, DriverError, StorageDriver};
 use storch::model::Offer;
 use storch::net::RetryPolicy;
 use storch::sim::http::{Handler, HttpResponse, SelfSigned, Server};
 
-const SYS: &str = "8f5e2c10-3a4b-4c5d-9e6f-0a1b2c3d4e5f";
-const POOL_A: &str = "04000000600A098000A4B28D00003E605F2E6C8A";
-const POOL_B: &str = "04000000600A098000A4B28D00003E615F2E6C8B";
-const POOL_X: &str = "04000000600A098000A4B28D00003E625F2E6C8C";
-const POOL_OFF: &str = "04000000600A098000A4B28D00003E635F2E6C8D";
-const GROUP: &str = "85000000600A098000A4B28D0000402F5F2E6D11";
-const HOST: &str = "84000000600A098000A4B28D000040315F2E6D22";
-const VOL: &str = "02000000600A098000A4B28D00004E7A5F2E7A01";
-const VOL2: &str = "02000000600A098000A4B28D00004E7B5F2E7A02";
-const MAP: &str = "88000000600A098000A4B28D00004E7C5F2E7A03";
-const IQN: &str = "iqn.1992-01.com.lsi:2365.60080e50001f6e4c000000005a6b7c8d";
-const GIB: u64 = 1 << 30;
+pub(super) const SYS: &str = "8f5e2c10-3a4b-4c5d-9e6f-0a1b2c3d4e5f";
+pub(super) const POOL_A: &str = "04000000600A098000A4B28D00003E605F2E6C8A";
+pub(super) const POOL_B: &str = "04000000600A098000A4B28D00003E615F2E6C8B";
+pub(super) const POOL_X: &str = "04000000600A098000A4B28D00003E625F2E6C8C";
+pub(super) const POOL_OFF: &str = "04000000600A098000A4B28D00003E635F2E6C8D";
+pub(super) const GROUP: &str = "85000000600A098000A4B28D0000402F5F2E6D11";
+pub(super) const HOST: &str = "84000000600A098000A4B28D000040315F2E6D22";
+pub(super) const VOL: &str = "02000000600A098000A4B28D00004E7A5F2E7A01";
+pub(super) const VOL2: &str = "02000000600A098000A4B28D00004E7B5F2E7A02";
+pub(super) const MAP: &str = "88000000600A098000A4B28D00004E7C5F2E7A03";
+pub(super) const IQN: &str = "iqn.1992-01.com.lsi:2365.60080e50001f6e4c000000005a6b7c8d";
+pub(super) const GIB: u64 = 1 << 30;
 
-type Answer = (&'static str, String, u16, Value);
+pub(super) type Answer = (&'static str, String, u16, Value);
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
-struct Seen {
+pub(super) struct Seen {
     method: String,
     path: String,
     body: Value,
 }
 
-struct Canned {
+pub(super) struct Canned {
     server: Server,
     cert: SelfSigned,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -51,7 +48,7 @@ struct Canned {
 
 /// Answers per (method, path), in order; the last answer of a request repeats. Anything not
 /// scripted is a 404 with a SANtricity body.
-async fn canned(answers: Vec<Answer>) -> Canned {
+pub(super) async fn canned(answers: Vec<Answer>) -> Canned {
     let cert = SelfSigned::generate(&[]).unwrap();
     let mut script: HashMap<(String, String), VecDeque<(u16, Value)>> = HashMap::new();
     for (method, path, status, body) in answers {
@@ -104,16 +101,16 @@ async fn canned(answers: Vec<Answer>) -> Canned {
     Canned { server, cert, seen }
 }
 
-fn error_body(message: &str, retcode: &str, code_type: &str) -> Value {
+pub(super) fn error_body(message: &str, retcode: &str, code_type: &str) -> Value {
     json!({"errorMessage": message, "localizedMessage": message, "retcode": retcode,
         "codeType": code_type})
 }
 
-fn p(rest: &str) -> String {
+pub(super) fn p(rest: &str) -> String {
     format!("/devmgr/v2/storage-systems/{SYS}{rest}")
 }
 
-fn backend(c: &Canned, extra: Value) -> Value {
+pub(super) fn backend(c: &Canned, extra: Value) -> Value {
     let mut doc = json!({
         "version": 1, "storageDriverName": "eseries-iscsi",
         "webProxyHostname": "127.0.0.1", "webProxyPort": c.server.local_addr().port().to_string(),
@@ -132,7 +129,7 @@ fn backend(c: &Canned, extra: Value) -> Value {
     doc
 }
 
-fn driver(c: &Canned, extra: Value) -> EseriesDriver {
+pub(super) fn driver(c: &Canned, extra: Value) -> EseriesDriver {
     let doc = backend(c, extra);
     let common = CommonConfig::parse(&doc).unwrap();
     EseriesDriver::from_config(&doc, &common)
@@ -144,7 +141,7 @@ fn driver(c: &Canned, extra: Value) -> EseriesDriver {
         })
 }
 
-fn system(password_status: &str, status: &str) -> Value {
+pub(super) fn system(password_status: &str, status: &str) -> Value {
     json!({"id": SYS, "name": "array-1", "wwn": "60080E50001F6E4C000000005A6B7C8D",
         "passwordStatus": password_status, "passwordSet": true, "status": status,
         "ip1": "10.0.0.5", "ip2": "10.0.0.6", "managementPaths": ["10.0.0.5", "10.0.0.6"],
@@ -159,7 +156,7 @@ fn system(password_status: &str, status: &str) -> Value {
         "accessVolume": {}, "unconfiguredSpaceAsStrings": "0", "asupEnabled": false})
 }
 
-fn pool(r: &str, label: &str, media: &str, free: u64, offline: bool) -> Value {
+pub(super) fn pool(r: &str, label: &str, media: &str, free: u64, offline: bool) -> Value {
     json!({"volumeGroupRef": r, "id": r, "label": label, "name": label, "sequenceNum": 1,
         "offline": offline, "raidLevel": "raid6", "worldWideName": "600A098000A4B28D",
         "state": "complete", "raidStatus": "optimal", "securityType": "none",
@@ -170,7 +167,7 @@ fn pool(r: &str, label: &str, media: &str, free: u64, offline: bool) -> Value {
         "volumeGroupData": {"type": "unknown", "diskPoolData": null}})
 }
 
-fn pools() -> Value {
+pub(super) fn pools() -> Value {
     json!([
         pool(POOL_A, "pool_a", "ssd", 100 * GIB, false),
         pool(POOL_B, "pool_b", "hdd", 50 * GIB, false),
@@ -180,12 +177,12 @@ fn pools() -> Value {
 }
 
 /// The fresh read of pool_a a create makes (100 GiB free).
-fn pool_a_read() -> Answer {
+pub(super) fn pool_a_read() -> Answer {
     let body = pool(POOL_A, "pool_a", "ssd", 100 * GIB, false);
     ("GET", p(&format!("/storage-pools/{POOL_A}")), 200, body)
 }
 
-fn host_types() -> Value {
+pub(super) fn host_types() -> Value {
     json!([
         {"index": 0, "code": "FactoryDefault", "name": "Factory Default", "used": false},
         {"index": 10, "code": "W2KNETNCL", "name": "Windows", "used": false},
@@ -193,13 +190,13 @@ fn host_types() -> Value {
     ])
 }
 
-fn group() -> Value {
+pub(super) fn group() -> Value {
     json!({"clusterRef": GROUP, "id": GROUP, "label": "trident", "name": "trident",
         "isSAControlled": false, "confirmLUNMappingCreation": false, "protectionInformationCapableAccessMethod": true,
         "isLun0Restricted": false})
 }
 
-fn target() -> Value {
+pub(super) fn target() -> Value {
     let portal = |ip: &str| {
         json!({"groupTag": 1, "ipAddress": {"addressType": "ipv4", "ipv4Address": ip},
             "tcpListenPort": 3260})
@@ -212,7 +209,7 @@ fn target() -> Value {
 }
 
 /// The answers of a discovery against a known array whose host group exists.
-fn discovery() -> Vec<Answer> {
+pub(super) fn discovery() -> Vec<Answer> {
     vec![
         (
             "POST",
@@ -237,21 +234,28 @@ fn discovery() -> Vec<Answer> {
     ]
 }
 
-fn with(mut answers: Vec<Answer>, more: Vec<Answer>) -> Vec<Answer> {
+pub(super) fn with(mut answers: Vec<Answer>, more: Vec<Answer>) -> Vec<Answer> {
     answers.extend(more);
     answers
 }
 
-fn ours(name: &str) -> Value {
+pub(super) fn ours(name: &str) -> Value {
     json!([{"key": "createdBy", "value": "storch"}, {"key": "storchName", "value": name}])
 }
 
-fn mapping(volume: &str, lun: i32) -> Value {
+pub(super) fn mapping(volume: &str, lun: i32) -> Value {
     json!({"lunMappingRef": MAP, "lun": lun, "ssid": 1, "perms": 15, "volumeRef": volume,
         "type": "cluster", "mapRef": GROUP})
 }
 
-fn vol(r: &str, label: &str, pool: &str, capacity: u64, tags: Value, mappings: Value) -> Value {
+pub(super) fn vol(
+    r: &str,
+    label: &str,
+    pool: &str,
+    capacity: u64,
+    tags: Value,
+    mappings: Value,
+) -> Value {
     let mapped = mappings.as_array().is_some_and(|m| !m.is_empty());
     json!({"volumeRef": r, "id": r, "label": label, "name": label,
         "worldWideName": "600A098000A4B28D00004E7A5F2E7A01", "wwn": "600A098000A4B28D00004E7A5F2E7A01",
@@ -264,18 +268,18 @@ fn vol(r: &str, label: &str, pool: &str, capacity: u64, tags: Value, mappings: V
         "cache": {"readCacheEnable": true, "writeCacheEnable": true}})
 }
 
-fn seen(c: &Canned) -> Vec<Seen> {
+pub(super) fn seen(c: &Canned) -> Vec<Seen> {
     c.seen.lock().unwrap().clone()
 }
 
-fn calls(c: &Canned) -> Vec<String> {
+pub(super) fn calls(c: &Canned) -> Vec<String> {
     seen(c)
         .iter()
         .map(|s| format!("{} {}", s.method, s.path.replace(&p(""), "")))
         .collect()
 }
 
-fn bodies(c: &Canned, method: &str, path: &str) -> Vec<Value> {
+pub(super) fn bodies(c: &Canned, method: &str, path: &str) -> Vec<Value> {
     seen(c)
         .into_iter()
         .filter(|s| s.method == method && s.path == path)
@@ -283,7 +287,7 @@ fn bodies(c: &Canned, method: &str, path: &str) -> Vec<Value> {
         .collect()
 }
 
-fn name(v: &str) -> String {
+pub(super) fn name(v: &str) -> String {
     eseries_internal_name("trident_", v)
 }
 
@@ -474,631 +478,6 @@ async fn discovery_errors_name_the_field() {
         }
         other => panic!("{other:?}"),
     }
-}
-
-#[tokio::test]
-async fn create_sends_kib_segment_size_and_tags_then_maps_to_the_group() {
-    let n = name("pvc-1");
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([])),
-            pool_a_read(),
-            (
-                "POST",
-                p("/volumes"),
-                200,
-                vol(VOL, &n, POOL_A, GIB, ours("pvc-1"), json!([])),
-            ),
-            ("POST", p("/volume-mappings"), 200, mapping(VOL, 7)),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    let mut r = req(&n, "pool_a", GIB);
-    r.config.name = "pvc-1".into();
-    r.config.file_system = "xfs".into();
-    let info = d.create(&r).await.unwrap();
-    assert_eq!(info.internal_name, n);
-    assert_eq!(info.pool, "pool_a");
-    assert_eq!(info.size_bytes, GIB);
-    assert_eq!(info.access.iscsi_target_iqn, IQN);
-    assert_eq!(info.access.iscsi_target_portal, "10.0.0.101:3260");
-    assert_eq!(info.access.iscsi_lun_number, 7, "the LUN the array chose");
-    assert_eq!(
-        bodies(&c, "POST", &p("/volumes")),
-        [
-            json!({"poolId": POOL_A, "name": n, "sizeUnit": "kb", "size": 1048576, "segSize": 128,
-            "metaTags": [{"key": "createdBy", "value": "storch"},
-                {"key": "storchName", "value": "pvc-1"}, {"key": "fstype", "value": "xfs"}]})
-        ]
-    );
-    assert_eq!(
-        bodies(&c, "POST", &p("/volume-mappings")),
-        [json!({"mappableObjectId": VOL, "targetId": GROUP})],
-        "no LUN: the array picks"
-    );
-}
-
-#[tokio::test]
-async fn a_422_create_that_made_the_volume_with_our_tags_is_adopted() {
-    let n = name("pvc-2");
-    let made = vol(VOL, &n, POOL_A, GIB, ours(&n), json!([]));
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([])),
-            ("GET", p("/volumes"), 200, json!([made.clone()])),
-            pool_a_read(),
-            (
-                "POST",
-                p("/volumes"),
-                422,
-                error_body("An error occurred", "error", "symbol"),
-            ),
-            // The mapping answers 422 too, and was made.
-            (
-                "POST",
-                p("/volume-mappings"),
-                422,
-                error_body("An error occurred", "error", "symbol"),
-            ),
-            (
-                "GET",
-                p(&format!("/volumes/{VOL}")),
-                200,
-                vol(VOL, &n, POOL_A, GIB, ours(&n), json!([mapping(VOL, 3)])),
-            ),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    let info = d.create(&req(&n, "pool_a", GIB)).await.unwrap();
-    assert_eq!(info.access.iscsi_lun_number, 3);
-    assert!(
-        !calls(&c).iter().any(|c| c.starts_with("DELETE")),
-        "{:?}",
-        calls(&c)
-    );
-}
-
-#[tokio::test]
-async fn a_422_create_without_our_tags_is_reported_and_nothing_is_touched() {
-    let n = name("pvc-3");
-    let theirs = vol(
-        VOL,
-        &n,
-        POOL_A,
-        GIB,
-        json!([{"key": "createdBy", "value": "storch"}]),
-        json!([]),
-    );
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([])),
-            ("GET", p("/volumes"), 200, json!([theirs])),
-            pool_a_read(),
-            (
-                "POST",
-                p("/volumes"),
-                422,
-                error_body("The operation failed", "error", "symbol"),
-            ),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    match d.create(&req(&n, "pool_a", GIB)).await {
-        Err(e) => assert!(
-            e.to_string().contains("422") && e.to_string().contains("The operation failed"),
-            "{e}"
-        ),
-        other => panic!("{other:?}"),
-    }
-    let calls = calls(&c);
-    assert!(
-        !calls
-            .iter()
-            .any(|c| c.starts_with("DELETE") || c.contains("volume-mappings")),
-        "{calls:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_full_pool_is_a_conflict_before_any_create() {
-    let n = name("pvc-4");
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([])),
-            (
-                "GET",
-                p(&format!("/storage-pools/{POOL_B}")),
-                200,
-                pool(POOL_B, "pool_b", "hdd", GIB - 1, false),
-            ),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    match d.create(&req(&n, "pool_b", GIB)).await {
-        Err(DriverError::Conflict(m)) => assert!(m.contains("pool_b") && m.contains("free"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    assert!(bodies(&c, "POST", &p("/volumes")).is_empty());
-    // Below the minimum, a bad filesystem, an unknown pool: refused before any call.
-    let before = calls(&c).len();
-    for (r, want) in [
-        (req(&n, "pool_b", (1 << 20) - 1), "minimum"),
-        (
-            {
-                let mut r = req(&n, "pool_b", GIB);
-                r.config.file_system = "ntfs".into();
-                r
-            },
-            "fileSystem",
-        ),
-        (req(&n, "other", GIB), "not a pool of this backend"),
-        (
-            req("a-name-that-is-longer-than-thirty", "pool_b", GIB),
-            "30",
-        ),
-    ] {
-        match d.create(&r).await {
-            Err(DriverError::Invalid(m)) => assert!(m.contains(want), "{m}"),
-            other => panic!("{want}: {other:?}"),
-        }
-    }
-    assert_eq!(calls(&c).len(), before);
-}
-
-#[tokio::test]
-async fn a_mapping_conflict_is_reported_and_the_new_volume_removed() {
-    let n = name("pvc-5");
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([])),
-            pool_a_read(),
-            (
-                "POST",
-                p("/volumes"),
-                200,
-                vol(VOL, &n, POOL_A, GIB, ours(&n), json!([])),
-            ),
-            (
-                "POST",
-                p("/volume-mappings"),
-                422,
-                error_body("The LUN is already in use", "lunInUse", "symbol"),
-            ),
-            (
-                "GET",
-                p(&format!("/volumes/{VOL}")),
-                200,
-                vol(VOL, &n, POOL_A, GIB, ours(&n), json!([])),
-            ),
-            ("DELETE", p(&format!("/volumes/{VOL}")), 204, Value::Null),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    match d.create(&req(&n, "pool_a", GIB)).await {
-        Err(DriverError::Conflict(m)) => assert!(m.contains("LUN is already in use"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(
-        bodies(&c, "DELETE", &p(&format!("/volumes/{VOL}"))).len(),
-        1
-    );
-}
-
-#[tokio::test]
-async fn existing_names_are_refused_and_adopted_only_when_ours_as_planned() {
-    let n = name("pvc-6");
-    let as_planned = vol(
-        VOL,
-        &n,
-        POOL_A,
-        GIB,
-        ours("pvc-6"),
-        json!([mapping(VOL, 2)]),
-    );
-    let otherwise = vol(
-        VOL,
-        &n,
-        POOL_B,
-        GIB,
-        ours("pvc-6"),
-        json!([mapping(VOL, 2)]),
-    );
-    let theirs = vol(VOL, &n, POOL_A, GIB, json!([]), json!([]));
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([as_planned])),
-            ("GET", p("/volumes"), 200, json!([otherwise])),
-            ("GET", p("/volumes"), 200, json!([theirs])),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    match d.create(&req(&n, "pool_a", GIB)).await {
-        Err(DriverError::AlreadyExists(m)) => assert!(m.contains("as planned"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    match d.create(&req(&n, "pool_a", GIB)).await {
-        Err(DriverError::Conflict(m)) => assert!(m.contains("not adopted"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    match d.create(&req(&n, "pool_a", GIB)).await {
-        Err(DriverError::AlreadyExists(m)) => assert!(m.contains("did not make"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(d.get(&n).await.unwrap(), None, "never adopted");
-    d.destroy(&n).await.unwrap();
-    let calls = calls(&c);
-    assert!(
-        !calls
-            .iter()
-            .any(|c| c.starts_with("POST /volumes") || c.starts_with("DELETE")),
-        "{calls:?}"
-    );
-}
-
-#[tokio::test]
-async fn destroy_unmaps_then_deletes_and_gone_is_deleted() {
-    let (a, b) = (name("pvc-7"), name("pvc-8"));
-    let c = canned(with(
-        discovery(),
-        vec![
-            (
-                "GET",
-                p("/volumes"),
-                200,
-                json!([vol(
-                    VOL,
-                    &a,
-                    POOL_A,
-                    GIB,
-                    ours("pvc-7"),
-                    json!([mapping(VOL, 4)])
-                )]),
-            ),
-            (
-                "GET",
-                p("/volumes"),
-                200,
-                json!([vol(VOL2, &b, POOL_A, GIB, ours("pvc-8"), json!([]))]),
-            ),
-            ("GET", p("/volumes"), 200, json!([])),
-            (
-                "DELETE",
-                p(&format!("/volume-mappings/{MAP}")),
-                204,
-                Value::Null,
-            ),
-            ("DELETE", p(&format!("/volumes/{VOL}")), 200, json!({})),
-            // Answered 422 and gone: deleted.
-            (
-                "DELETE",
-                p(&format!("/volumes/{VOL2}")),
-                422,
-                error_body("An error occurred", "error", "symbol"),
-            ),
-            (
-                "GET",
-                p(&format!("/volumes/{VOL2}")),
-                404,
-                error_body("Volume not found", "", "webservice"),
-            ),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    d.destroy(&a).await.unwrap();
-    d.destroy(&b).await.unwrap();
-    d.destroy(&name("never-there")).await.unwrap();
-    let deletes: Vec<String> = calls(&c)
-        .into_iter()
-        .filter(|c| c.starts_with("DELETE"))
-        .collect();
-    assert_eq!(
-        deletes,
-        [
-            format!("DELETE /volume-mappings/{MAP}"),
-            format!("DELETE /volumes/{VOL}"),
-            format!("DELETE /volumes/{VOL2}"),
-        ]
-    );
-}
-
-#[tokio::test]
-async fn a_422_delete_of_a_volume_still_there_is_reported() {
-    let a = name("pvc-9");
-    let v = vol(VOL, &a, POOL_A, GIB, ours("pvc-9"), json!([]));
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([v.clone()])),
-            (
-                "DELETE",
-                p(&format!("/volumes/{VOL}")),
-                422,
-                error_body("The volume is busy with a copy", "volumeInUse", "symbol"),
-            ),
-            ("GET", p(&format!("/volumes/{VOL}")), 200, v),
-        ],
-    ))
-    .await;
-    match driver(&c, json!({})).destroy(&a).await {
-        Err(DriverError::Conflict(m)) => assert!(m.contains("busy with a copy"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn expand_where_the_array_can_and_a_refusal_where_it_cannot() {
-    let a = name("pvc-10");
-    let v = vol(
-        VOL,
-        &a,
-        POOL_A,
-        GIB,
-        ours("pvc-10"),
-        json!([mapping(VOL, 1)]),
-    );
-    let expand = p(&format!("/volumes/{VOL}/expand"));
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([v])),
-            (
-                "GET",
-                expand.clone(),
-                200,
-                json!({"percentComplete": 100, "timeToCompletion": 0, "action": "none"}),
-            ),
-            (
-                "GET",
-                expand.clone(),
-                200,
-                json!({"percentComplete": 40, "timeToCompletion": 5, "action": "initializing"}),
-            ),
-            (
-                "GET",
-                expand.clone(),
-                200,
-                json!({"percentComplete": 100, "timeToCompletion": 0, "action": "none"}),
-            ),
-            pool_a_read(),
-            ("POST", expand.clone(), 200, json!({})),
-            (
-                "GET",
-                p(&format!("/volumes/{VOL}")),
-                200,
-                vol(
-                    VOL,
-                    &a,
-                    POOL_A,
-                    2 * GIB,
-                    ours("pvc-10"),
-                    json!([mapping(VOL, 1)]),
-                ),
-            ),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    d.resize(&a, 2 * GIB).await.unwrap();
-    assert_eq!(
-        bodies(&c, "POST", &expand),
-        [json!({"expansionSize": 2 * 1048576, "sizeUnit": "kb"})]
-    );
-    assert_eq!(
-        bodies(&c, "GET", &expand).len(),
-        3,
-        "waited for the expansion to end"
-    );
-    match d.resize(&a, GIB / 2).await {
-        Err(DriverError::Invalid(m)) => assert!(m.contains("shrink"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    // The size asked for before the array rounded it up to a KiB: nothing to do.
-    d.resize(&a, GIB - 512).await.unwrap();
-    assert_eq!(bodies(&c, "POST", &expand).len(), 1);
-    match d.resize(&name("missing"), 2 * GIB).await {
-        Err(DriverError::NotFound(_)) => {}
-        other => panic!("{other:?}"),
-    }
-
-    // An array without expansion: refused before any change.
-    let v = vol(
-        VOL,
-        &a,
-        POOL_A,
-        GIB,
-        ours("pvc-10"),
-        json!([mapping(VOL, 1)]),
-    );
-    let c = canned(with(
-        discovery(),
-        vec![("GET", p("/volumes"), 200, json!([v]))],
-    ))
-    .await;
-    match driver(&c, json!({})).resize(&a, 2 * GIB).await {
-        Err(DriverError::Unsupported(m)) => {
-            assert!(m.contains("not supported by this array"), "{m}")
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(
-        !calls(&c)
-            .iter()
-            .any(|c| c.starts_with("POST") && c.contains("expand"))
-    );
-}
-
-#[tokio::test]
-async fn clones_run_a_volume_copy_job_where_the_array_can() {
-    let (src, copy) = (name("src"), name("copy"));
-    let source = vol(
-        VOL,
-        &src,
-        POOL_A,
-        GIB,
-        ours("src"),
-        json!([mapping(VOL, 1)]),
-    );
-    let mut target_tags = ours(&copy);
-    target_tags
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"key": "storchCloneSource", "value": src}));
-    let target = vol(VOL2, &copy, POOL_A, GIB, target_tags.clone(), json!([]));
-    let job = |status: &str| {
-        json!({"volcopyRef": "18000000600A098000A4B28D00004E7E5F2E7A05", "status": status,
-            "sourceVolume": VOL, "targetVolume": VOL2, "copyPriority": "priority2",
-            "copyStartTime": "1764640000", "copyCompleteTime": "0"})
-    };
-    let job_path = p("/volume-copy-jobs/18000000600A098000A4B28D00004E7E5F2E7A05");
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([source.clone()])),
-            pool_a_read(),
-            ("POST", p("/volumes"), 200, target.clone()),
-            ("POST", p("/volume-copy-jobs"), 200, job("inProgress")),
-            ("GET", job_path.clone(), 200, job("inProgress")),
-            ("GET", job_path.clone(), 200, job("complete")),
-            ("DELETE", job_path.clone(), 204, Value::Null),
-            ("GET", p(&format!("/volumes/{VOL2}")), 200, target),
-            ("POST", p("/volume-mappings"), 200, mapping(VOL2, 5)),
-        ],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    let info = d.clone_volume(&clone_req(&copy, &src, None)).await.unwrap();
-    assert_eq!(info.internal_name, copy);
-    assert_eq!(info.pool, "pool_a");
-    assert_eq!(info.access.iscsi_lun_number, 5);
-    assert_eq!(
-        bodies(&c, "POST", &p("/volume-copy-jobs")),
-        [
-            json!({"sourceId": VOL, "targetId": VOL2, "copyPriority": "priority2",
-            "targetWriteProtected": false, "onlineCopy": false})
-        ]
-    );
-    let create = &bodies(&c, "POST", &p("/volumes"))[0];
-    assert_eq!(create["size"], 1048576);
-    assert_eq!(create["metaTags"], target_tags);
-    assert_eq!(
-        bodies(&c, "DELETE", &job_path).len(),
-        1,
-        "the finished job is removed"
-    );
-    match d.clone_volume(&clone_req(&copy, &src, Some("snap"))).await {
-        Err(DriverError::Unsupported(m)) => assert!(m.contains("snapshots"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn a_failed_copy_removes_the_clone_and_an_unable_array_refuses_first() {
-    let (src, copy) = (name("src"), name("copy"));
-    let source = vol(VOL, &src, POOL_A, GIB, ours("src"), json!([]));
-    let c = canned(with(
-        discovery(),
-        vec![
-            ("GET", p("/volumes"), 200, json!([source.clone()])),
-            pool_a_read(),
-            (
-                "POST",
-                p("/volumes"),
-                200,
-                vol(VOL2, &copy, POOL_A, GIB, ours(&copy), json!([])),
-            ),
-            (
-                "POST",
-                p("/volume-copy-jobs"),
-                200,
-                json!({"volcopyRef": "18AA", "status": "inProgress"}),
-            ),
-            (
-                "GET",
-                p("/volume-copy-jobs/18AA"),
-                200,
-                json!({"volcopyRef": "18AA", "status": "failed"}),
-            ),
-            ("DELETE", p("/volume-copy-jobs/18AA"), 204, Value::Null),
-            ("DELETE", p(&format!("/volumes/{VOL2}")), 204, Value::Null),
-        ],
-    ))
-    .await;
-    match driver(&c, json!({}))
-        .clone_volume(&clone_req(&copy, &src, None))
-        .await
-    {
-        Err(DriverError::Other(m)) => assert!(m.contains("failed"), "{m}"),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(
-        bodies(&c, "DELETE", &p(&format!("/volumes/{VOL2}"))).len(),
-        1
-    );
-    assert!(bodies(&c, "POST", &p("/volume-mappings")).is_empty());
-
-    // No copy jobs on this array (404): refused before any call after discovery.
-    let mut answers = discovery();
-    answers.pop();
-    let c = canned(answers).await;
-    let d = driver(&c, json!({}));
-    d.discover().await.unwrap();
-    let before = calls(&c).len();
-    match d.clone_volume(&clone_req(&copy, &src, None)).await {
-        Err(DriverError::Unsupported(m)) => {
-            assert!(m.contains("not supported by this array"), "{m}")
-        }
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(calls(&c).len(), before);
-}
-
-#[tokio::test]
-async fn snapshots_are_trident_s_none() {
-    let a = name("pvc-11");
-    let c = canned(with(
-        discovery(),
-        vec![(
-            "GET",
-            p("/volumes"),
-            200,
-            json!([vol(
-                VOL,
-                &a,
-                POOL_A,
-                GIB,
-                ours("pvc-11"),
-                json!([mapping(VOL, 1)])
-            )]),
-        )],
-    ))
-    .await;
-    let d = driver(&c, json!({}));
-    assert!(d.list_snapshots(&a).await.unwrap().is_empty());
-    assert!(matches!(
-        d.create_snapshot(&a, "s").await,
-        Err(DriverError::Unsupported(_))
-    ));
-    assert!(matches!(
-        d.list_snapshots(&name("missing")).await,
-        Err(DriverError::NotFound(_))
-    ));
-    d.delete_snapshot(&a, "s").await.unwrap();
-    let listed = d.list_volumes().await.unwrap();
-    assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].access.iscsi_lun_number, 1);
 }
 
 #[tokio::test]
