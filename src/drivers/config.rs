@@ -201,6 +201,43 @@ pub(crate) fn parse_bool(key: &str, v: &Value) -> Result<bool, DriverError> {
     }
 }
 
+/// `trustedCACertificate`: PEM text to trust instead of the system roots, `None` when absent
+/// or empty; anything but a PEM certificate is an error naming the field.
+pub(crate) fn trusted_ca(obj: &Map<String, Value>) -> Result<Option<String>, DriverError> {
+    let pem = opt_str(obj, "trustedCACertificate")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if let Some(p) = &pem
+        && !p.contains("-----BEGIN CERTIFICATE-----")
+    {
+        return Err(DriverError::Invalid(
+            "invalid value for trustedCACertificate: expected a PEM certificate".into(),
+        ));
+    }
+    Ok(pem)
+}
+
+/// An optional duration field (`30s`, `2m`): `default` when absent; zero or unreadable is an
+/// error naming the field.
+pub(crate) fn parse_duration(
+    obj: &Map<String, Value>,
+    key: &'static str,
+    default: std::time::Duration,
+) -> Result<std::time::Duration, DriverError> {
+    match opt_str(obj, key)? {
+        None => Ok(default),
+        Some(s) => humantime::parse_duration(s.trim())
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                DriverError::Invalid(format!(
+                    "invalid value for {key}: expected a duration such as 30s"
+                ))
+            }),
+    }
+}
+
 /// `invalid value for <field>: expected <what>, found <type>`. Never echoes the value.
 pub(crate) fn wrong_type(field: &str, expected: &str, found: Option<&Value>) -> DriverError {
     let found = found.map(json_type).unwrap_or("nothing");

@@ -10,14 +10,17 @@
 //! - `registry.rs`: which family serves which `storageDriverName`, and how its volumes attach.
 //! - `conformance/`: the suite every driver runs.
 //! - `testing.rs`: helpers shared by the drivers' tests.
-//! - `fake/`, `local/`, `ontap/`, `solidfire/`: one folder per family, each with `mod.rs` (the trait impl
+//! - `locks.rs`: one async lock per volume name, for arrays that cannot make a create atomic.
+//! - `fake/`, `local/`, `ontap/`, `solidfire/`, `eseries/`: one folder per family, each with `mod.rs` (the trait impl
 //!   and its conformance run), `config.rs`, `client.rs` (array I/O), `wire.rs` (encodings)
 //!   and what the family needs beyond that.
 
 pub mod config;
+pub mod eseries;
 pub mod fake;
 pub mod limit;
 pub mod local;
+pub(crate) mod locks;
 pub mod ontap;
 pub mod registry;
 pub mod solidfire;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::eseries::{self, EseriesDriver};
 use super::fake::{self, FakeDriver};
 use super::local::{self, LocalDriver};
 use super::ontap::OntapDriver;
@@ -11,7 +12,7 @@ use super::{Attachment, CommonConfig, DriverError, StorageDriver};
 use crate::model::AccessInfo;
 
 /// Trident driver names that this build knows but cannot serve yet.
-pub const UNAVAILABLE_DRIVERS: &[&str] = &["eseries-iscsi", "nexentastor-iscsi"];
+pub const UNAVAILABLE_DRIVERS: &[&str] = &["nexentastor-iscsi"];
 
 /// A driver built from a backend config, with the backend name it reports.
 #[derive(Debug, Clone)]
@@ -35,6 +36,7 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
         }
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         solidfire::DRIVER_NAME => Arc::new(SolidFireDriver::from_config(doc, &common)?),
+        eseries::DRIVER_NAME => Arc::new(EseriesDriver::from_config(doc, &common)?),
         name if UNAVAILABLE_DRIVERS.contains(&name) => {
             return Err(DriverError::Unsupported(format!(
                 "storage driver {name} is not available in this build"
@@ -58,8 +60,7 @@ pub fn attachment(driver: &str, access: &AccessInfo) -> Option<Attachment> {
         fake::DRIVER_NAME => Some(fake::attachment(access)),
         local::DRIVER_NAME => Some(local::ATTACHMENT),
         solidfire::DRIVER_NAME => Some(solidfire::ATTACHMENT),
-        // Trident's other iSCSI driver, which this build does not serve.
-        "eseries-iscsi" => Some(Attachment::Iscsi),
+        eseries::DRIVER_NAME => Some(eseries::ATTACHMENT),
         name => Variant::from_driver_name(name).map(Variant::attachment),
     }
 }
@@ -122,6 +123,27 @@ mod tests {
         );
         match build_driver(&json!({"version": 1, "storageDriverName": "solidfire-san"})) {
             Err(DriverError::Invalid(msg)) => assert!(msg.contains("EndPoint"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn eseries_is_built_and_attaches_over_iscsi() {
+        let built = build_driver(&json!({
+            "version": 1,
+            "storageDriverName": "eseries-iscsi",
+            "webProxyHostname": "10.0.0.1",
+            "username": "rw",
+            "password": "rw",
+            "controllerA": "10.0.0.5",
+            "controllerB": "10.0.0.6",
+            "hostDataIP": "10.0.0.101",
+        }))
+        .unwrap();
+        assert_eq!(built.driver.driver_name(), "eseries-iscsi");
+        assert_eq!(built.driver.internal_name("v").len(), 30);
+        match build_driver(&json!({"version": 1, "storageDriverName": "eseries-iscsi"})) {
+            Err(DriverError::Invalid(msg)) => assert!(msg.contains("webProxyHostname"), "{msg}"),
             other => panic!("{other:?}"),
         }
     }

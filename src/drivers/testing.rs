@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{CloneRequest, CreateRequest, StorageDriver};
+use super::{CloneRequest, CreateRequest, DriverError, StorageDriver};
 use crate::model::VolumeConfig;
 
 /// A create of `size` bytes in `pool`, with an empty volume config and no class requests.
@@ -40,4 +40,17 @@ pub fn merged(mut doc: Value, extra: Value) -> Value {
         d.extend(e);
     }
     doc
+}
+
+/// The class of a driver error as a short name, for tables of expected classes.
+pub fn class_name(e: &DriverError) -> &'static str {
+    match e {
+        DriverError::NotFound(_) => "not_found",
+        DriverError::AlreadyExists(_) => "exists",
+        DriverError::Conflict(_) => "conflict",
+        DriverError::Unsupported(_) => "unsupported",
+        DriverError::Unavailable(_) => "unavailable",
+        DriverError::Invalid(_) => "invalid",
+        DriverError::Other(_) => "other",
+    }
 }

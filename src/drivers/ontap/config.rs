@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 pub use crate::drivers::config::{Secret, go_bool};
-use crate::drivers::config::{as_object, field, opt_str, parse_bool, wrong_type};
+use crate::drivers::config::{as_object, field, opt_str, parse_bool, trusted_ca, wrong_type};
 use crate::drivers::{Attachment, CommonConfig, DriverError, DriverResult};
 use crate::net::TlsOptions;
 
@@ -182,14 +182,7 @@ impl OntapConfig {
             None | Some(Value::Null) => true,
             Some(v) => parse_bool("tlsVerify", v)?,
         };
-        let trusted_ca_pem = non_empty("trustedCACertificate")?;
-        if let Some(pem) = &trusted_ca_pem
-            && !pem.contains("-----BEGIN CERTIFICATE-----")
-        {
-            return Err(DriverError::Invalid(
-                "invalid value for trustedCACertificate: expected a PEM certificate".into(),
-            ));
-        }
+        let trusted_ca_pem = trusted_ca(obj)?;
         if !verify {
             tracing::warn!(
                 driver = variant.driver_name(),

@@ -24,8 +24,8 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use self::client::ElementClient;
 use self::config::{DEFAULT_POOL, DEFAULT_POOL_IOPS, SolidFireConfig};
 use self::wire::{Account, Qos};
+use super::locks::NameLocks;
 use super::{
     Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
     PlannedVolume, SnapshotInfo, StorageDriver, VolumeInfo,
@@ -73,47 +74,6 @@ pub struct SolidFireDriver {
     /// Element names are not unique: creates, clones and destroys of one name take turns
     /// (within this process), so that a concurrent create finds the first one's volume.
     names: NameLocks,
-}
-
-/// One async lock per volume name, dropped when nobody holds or waits for it.
-#[derive(Default)]
-struct NameLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-/// Holds a name's lock; releases it (and forgets an unused lock) when dropped.
-struct NameGuard<'a> {
-    locks: &'a NameLocks,
-    name: String,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl NameLocks {
-    async fn lock(&self, name: &str) -> NameGuard<'_> {
-        let m = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(name.to_string())
-            .or_default()
-            .clone();
-        NameGuard {
-            locks: self,
-            name: name.to_string(),
-            guard: Some(m.lock_owned().await),
-        }
-    }
-}
-
-impl Drop for NameGuard<'_> {
-    fn drop(&mut self) {
-        self.guard = None;
-        let mut map = self.locks.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map
-            .get(&self.name)
-            .is_some_and(|m| Arc::strong_count(m) == 1)
-        {
-            map.remove(&self.name);
-        }
-    }
 }
 
 impl std::fmt::Debug for SolidFireDriver {

@@ -7,7 +7,7 @@ use super::client::ElementError;
 use super::config::*;
 use super::wire::Qos;
 use super::*;
-use crate::drivers::testing::merged;
+use crate::drivers::testing::{class_name, merged};
 
 fn base() -> Value {
     json!({
@@ -224,15 +224,7 @@ fn api(name: &str) -> ElementError {
 }
 
 fn class(e: ElementError) -> &'static str {
-    match e.into_driver() {
-        DriverError::NotFound(_) => "not_found",
-        DriverError::AlreadyExists(_) => "exists",
-        DriverError::Conflict(_) => "conflict",
-        DriverError::Unsupported(_) => "unsupported",
-        DriverError::Unavailable(_) => "unavailable",
-        DriverError::Invalid(_) => "invalid",
-        DriverError::Other(_) => "other",
-    }
+    class_name(&e.into_driver())
 }
 
 #[test]
@@ -385,25 +377,6 @@ fn sizes_are_checked_against_the_minimum_and_the_limit() {
         Err(DriverError::Invalid(m)) => assert!(m.contains("limitVolumeSize"), "{m}"),
         other => panic!("{other:?}"),
     }
-}
-
-#[tokio::test]
-async fn one_name_at_a_time_and_unused_locks_are_forgotten() {
-    let locks = std::sync::Arc::new(NameLocks::default());
-    let first = locks.lock("a").await;
-    // Another name is not held up.
-    drop(locks.lock("b").await);
-    let waiter = {
-        let locks = locks.clone();
-        tokio::spawn(async move {
-            let _g = locks.lock("a").await;
-        })
-    };
-    tokio::task::yield_now().await;
-    assert!(!waiter.is_finished(), "a second lock of one name waits");
-    drop(first);
-    waiter.await.unwrap();
-    assert!(locks.0.lock().unwrap().is_empty(), "no lock is kept");
 }
 
 /// Storch's 1 GB Gold volume `pvc-1` of account 7, 512e, as the array lists it.
