@@ -48,6 +48,9 @@ pub const DEFAULT_USERNAME: &str = "admin";
 pub const DEFAULT_PASSWORD: &str = "netapp123";
 
 /// Default aggregates: `aggr1:ssd:10TiB,aggr2:hdd:50TiB`.
+/// The page size of an in-process simulator.
+pub const DEFAULT_TEST_PAGE: usize = 3;
+
 pub const DEFAULT_AGGREGATES: &str = "aggr1:ssd:10TiB,aggr2:hdd:50TiB";
 
 /// An injected failure: `CALL[@AGGR]:RATE[:ERRNO]`.
@@ -154,8 +157,10 @@ impl Default for SimOptions {
             password: DEFAULT_PASSWORD.into(),
             ontapi: (1, 180),
             scope: UserScope::Cluster,
+            // In-process simulators (tests) page every list at 3 records, so every
+            // iterator a driver reads is paged; the binary's --page-size defaults to 100.
             tuning: Tuning {
-                page_cap: 100,
+                page_cap: DEFAULT_TEST_PAGE,
                 async_polls: 1,
             },
         }

@@ -4,6 +4,7 @@
 //! Every handler validates first and mutates last, so a failed call changes nothing. This file
 //! holds the dispatch table and the argument helpers; one file per object family:
 //!
+//! - `inputs.rs`: the input elements each API takes (anything else is refused).
 //! - `query.rs`: iterators (query patterns, paging, `desired-attributes`).
 //! - `system.rs`: system, SVMs, aggregates, LIFs, iSCSI service, jobs.
 //! - `volumes.rs`: volumes (create, list, mount, state, destroy, size, modify).
@@ -17,6 +18,7 @@
 mod clones;
 mod exports;
 mod igroups;
+mod inputs;
 mod luns;
 mod qtrees;
 mod query;
@@ -199,6 +201,7 @@ fn valid_permissions(p: &str) -> bool {
 }
 
 pub(super) fn dispatch(ctx: &mut Ctx<'_>, api: &Node) -> R {
+    inputs::check(api)?;
     match api.name.as_str() {
         "system-get-ontapi-version" => ontapi_version(ctx),
         "system-get-version" => Ok(vec![
