@@ -21,7 +21,8 @@
 //! - `cli`: the `storch` command line (clap): `serve`, REST client verbs, audits, `bench`.
 //! - `config`: the `serve --config` file; `yaml`: the one YAML reader.
 //! - `bench`: `storch bench` (provisioning and replay benchmarks).
-//! - `sim`: array simulators (ONTAP ZAPI) for tests, labs and `storch-sim`.
+//! - `sim`: array simulators (ONTAP ZAPI, SolidFire Element, E-Series SANtricity) for tests,
+//!   labs and `storch-sim`.
 
 pub mod actors;
 pub mod api;
