@@ -391,3 +391,45 @@ async fn the_etcd_baseline_runs_against_a_real_etcd() {
         "keys left in etcd: {left}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_against_the_eseries_simulator() {
+    use crate::support::eseries::EseriesSim;
+    let _heavy = crate::support::heavy();
+    if !crate::support::in_own_process(module_path!(), "provision_against_the_eseries_simulator") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sim = EseriesSim::start(dir.path(), true, &[]);
+    let (host, port) = sim.host_port();
+    let target: storch::bench::ArrayTarget = format!("eseries={host}:{port}").parse().unwrap();
+    assert_eq!(
+        (target.username.as_str(), target.password.as_str()),
+        ("admin", "eseries123"),
+        "the simulator's own credentials are the default"
+    );
+    let opts = ProvisionOptions {
+        volumes: 12,
+        clients: 4,
+        backends: 2,
+        backend_limit: 4,
+        target: Some(target),
+        ..ProvisionOptions::default()
+    };
+    let r = run_provision(opts, |_, _| {}).await.unwrap();
+    assert_eq!((r.operations, r.failed), (12, 0), "{r:?}");
+    assert_eq!(r.latency.count, 12);
+    let placed: u64 = r.distribution.pools.iter().map(|p| p.volumes).sum();
+    assert_eq!(placed, 12);
+    for p in &r.distribution.pools {
+        assert!(["pool_ssd", "pool_hdd"].contains(&p.pool.as_str()), "{p:?}");
+    }
+    // Made on the array, then removed once measured: the proxy's array holds no volume.
+    assert_eq!(r.removed_from_arrays, Some(12));
+    let id = sim.register("").await;
+    let (status, volumes) = sim
+        .request("GET", &format!("/storage-systems/{id}/volumes"), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(volumes, serde_json::json!([]));
+}

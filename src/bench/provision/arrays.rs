@@ -5,9 +5,10 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`) or
-/// `solidfire=ADDR` (the MVIP, e.g. `storch-sim solidfire --tls`), or `FAMILY=ADDR,ADDR,…`
-/// for several arrays (the backends are spread over them in turn).
+/// A running array to benchmark against: `ontap=ADDR` (e.g. `storch-sim ontap --tls`),
+/// `solidfire=ADDR` (the MVIP, e.g. `storch-sim solidfire --tls`) or `eseries=ADDR` (the Web
+/// Services Proxy, e.g. `storch-sim eseries --tls`), or `FAMILY=ADDR,ADDR,…` for several
+/// arrays (the backends are spread over them in turn).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ArrayTarget {
     pub family: String,
@@ -19,24 +20,25 @@ pub struct ArrayTarget {
 }
 
 /// The array families `--target` takes, with the credentials their simulators default to.
-const TARGET_FAMILIES: [(&str, &str, &str); 2] = [
+const TARGET_FAMILIES: [(&str, &str, &str); 3] = [
     ("ontap", "admin", "netapp123"),
     ("solidfire", "admin", "solidfire123"),
+    ("eseries", "admin", "eseries123"),
 ];
 
 impl std::str::FromStr for ArrayTarget {
     type Err = String;
 
-    /// `ontap=HOST:PORT` or `solidfire=HOST:PORT`; credentials default to the simulator's
-    /// (`admin`/`netapp123`, `admin`/`solidfire123`) and come from `STORCH_BENCH_USERNAME` /
-    /// `STORCH_BENCH_PASSWORD` when set.
+    /// `ontap=HOST:PORT`, `solidfire=HOST:PORT` or `eseries=HOST:PORT`; credentials default
+    /// to the simulator's (`admin` with `netapp123`, `solidfire123`, `eseries123`) and come
+    /// from `STORCH_BENCH_USERNAME` / `STORCH_BENCH_PASSWORD` when set.
     fn from_str(s: &str) -> Result<ArrayTarget, String> {
         let (family, address) = s.split_once('=').ok_or_else(|| {
             format!("--target {s:?} is not FAMILY=ADDR, e.g. ontap=127.0.0.1:8443")
         })?;
         let Some((_, username, password)) = TARGET_FAMILIES.iter().find(|f| f.0 == family) else {
             return Err(format!(
-                "--target family {family:?} is not supported (ontap or solidfire)"
+                "--target family {family:?} is not supported (ontap, solidfire or eseries)"
             ));
         };
         if address.split(',').any(|a| a.trim().is_empty()) {
@@ -67,6 +69,7 @@ impl ArrayTarget {
 pub(super) fn backend_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) -> Value {
     match t.family.as_str() {
         "solidfire" => solidfire_doc(i, t, limit, run),
+        "eseries" => eseries_doc(i, t, limit),
         // One ontap-nas backend per --backends, each with its own prefix.
         _ => json!({
             "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
@@ -96,6 +99,29 @@ fn solidfire_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) -> Value {
             {"Type": "Silver", "Qos": {"minIOPS": 4000, "maxIOPS": 6000, "burstIOPS": 8000}},
             {"Type": "Gold", "Qos": {"minIOPS": 6000, "maxIOPS": 8000, "burstIOPS": 10000}},
         ],
+        "concurrencyLimit": limit,
+    })
+}
+
+/// One eseries-iscsi backend per --backends, the proxies taken in turn, each with its own
+/// `storagePrefix` (at most 8 characters, so that names fit the array's 30). The array behind
+/// the proxy is the simulator's unless `STORCH_BENCH_ESERIES_CONTROLLERS` (`A,B`) and
+/// `STORCH_BENCH_ESERIES_DATA_IP` name it; its password is `STORCH_BENCH_ESERIES_ARRAY_PASSWORD`
+/// (default none, as the simulator's).
+fn eseries_doc(i: usize, t: &ArrayTarget, limit: usize) -> Value {
+    let address = t.address_of(i);
+    let (host, port) = address.rsplit_once(':').unwrap_or((address, "8443"));
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let controllers = env("STORCH_BENCH_ESERIES_CONTROLLERS", "10.0.0.10,10.0.0.11");
+    let (a, b) = controllers.split_once(',').unwrap_or((&controllers, ""));
+    json!({
+        "version": 1, "storageDriverName": "eseries-iscsi", "backendName": format!("bench{i}"),
+        "webProxyHostname": host, "webProxyPort": port, "webProxyVerifyTLS": false,
+        "username": t.username, "password": t.password,
+        "controllerA": a, "controllerB": b,
+        "passwordArray": env("STORCH_BENCH_ESERIES_ARRAY_PASSWORD", ""),
+        "hostDataIP": env("STORCH_BENCH_ESERIES_DATA_IP", "10.0.1.10"),
+        "storagePrefix": format!("b{i}_"),
         "concurrencyLimit": limit,
     })
 }

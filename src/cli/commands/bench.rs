@@ -54,7 +54,8 @@ pub struct ProvisionArgs {
     #[arg(long)]
     pub via_rest: bool,
     /// Provision on a running array instead of fake backends: ontap=HOST:PORT (e.g.
-    /// `storch-sim ontap --tls`) or solidfire=MVIP:PORT (`storch-sim solidfire --tls`), or
+    /// `storch-sim ontap --tls`), solidfire=MVIP:PORT (`storch-sim solidfire --tls`) or
+    /// eseries=PROXY:PORT (`storch-sim eseries --tls`), or
     /// FAMILY=HOST:PORT,HOST:PORT,… to spread the backends over several arrays (credentials
     /// from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD, default the simulator's). The
     /// volumes the run made are removed from the arrays afterwards.

@@ -1,7 +1,9 @@
 //! The Kubernetes frontend: the fake API server itself, the frontend in-process against it,
-//! SolidFire volumes through it (iSCSI PVs, CHAP Secrets), and the real binary against it.
+//! SolidFire and E-Series volumes through it (iSCSI PVs, CHAP Secrets), and the real binary
+//! against it.
 
 mod e2e;
+mod eseries;
 mod fake_api;
 mod frontend;
 mod solidfire;
