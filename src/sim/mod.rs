@@ -1,5 +1,6 @@
 //! Array simulators: protocol-faithful, stateful servers that drivers are tested against.
 //!
+//! - `body`: JSON request bodies checked field by field (the REST simulators).
 //! - `http`: the shared HTTP(S) server (hyper 1, hyper-util, tokio-rustls) and the simulator's
 //!   self-signed certificate.
 //! - `ontap`: a ZAPI server (docs/wire-notes.md#the-zapi-simulator): SVM tunnelling, paging,
@@ -23,6 +24,7 @@
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.
 
+pub mod body;
 pub mod cli;
 pub mod eseries;
 pub mod http;
@@ -273,4 +275,75 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+/// The request part of a simulator's `--fail` rule: `[METHOD@]PATH` and a rate. PATH is
+/// `/`-separated segments where `*` matches one segment and a final `**` any number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultTarget {
+    pub method: Option<String>,
+    pub path: Vec<String>,
+    /// 0.0 to 1.0.
+    pub rate: f64,
+}
+
+impl FaultTarget {
+    /// Parses `target` (`[METHOD@]PATH`) and `rate`; `prefix` gives the segments that go
+    /// before PATH (given PATH without its outer slashes). Errors say what is wrong.
+    pub fn parse(
+        target: &str,
+        rate: &str,
+        prefix: impl FnOnce(&str) -> Vec<String>,
+    ) -> Result<FaultTarget, &'static str> {
+        let (method, path) = match target.split_once('@') {
+            Some((m, p)) => {
+                if !matches!(m, "GET" | "POST" | "DELETE" | "PUT") {
+                    return Err("METHOD is GET, POST, PUT or DELETE");
+                }
+                (Some(m.to_string()), p)
+            }
+            None => (None, target),
+        };
+        let path = path.trim_matches('/');
+        if path.is_empty() {
+            return Err("empty path");
+        }
+        let mut segs = prefix(path);
+        segs.extend(path.split('/').map(str::to_string));
+        if segs.iter().rev().skip(1).any(|s| s == "**") {
+            return Err("** may only end the path");
+        }
+        let rate: f64 = rate.parse().map_err(|_| "rate is not a number")?;
+        if !(0.0..=1.0).contains(&rate) {
+            return Err("rate is not between 0 and 1");
+        }
+        Ok(FaultTarget {
+            method,
+            path: segs,
+            rate,
+        })
+    }
+
+    /// Whether the rule names this request (`segs`: its path, split).
+    pub fn matches<S: AsRef<str>>(&self, method: &str, segs: &[S]) -> bool {
+        if self.method.as_deref().is_some_and(|m| m != method) {
+            return false;
+        }
+        let mut i = 0;
+        for p in &self.path {
+            match p.as_str() {
+                "**" => return true,
+                "*" if i < segs.len() => {}
+                p if segs.get(i).is_some_and(|s| s.as_ref() == p) => {}
+                _ => return false,
+            }
+            i += 1;
+        }
+        i == segs.len()
+    }
+
+    /// Whether the rule names this request and its dice say it fails this time.
+    pub fn fires<S: AsRef<str>>(&self, method: &str, segs: &[S]) -> bool {
+        self.matches(method, segs) && rand::random::<f64>() < self.rate
+    }
 }

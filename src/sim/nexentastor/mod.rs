@@ -41,7 +41,7 @@ pub use self::api::{Fail, Tuning, codes};
 pub use self::state::{Appliance, VolumeGroupSpec};
 pub use super::SimError;
 use super::http::{Handler, HttpRequest, HttpResponse};
-use super::{Listening, Store};
+use super::{FaultTarget, Listening, Store};
 
 pub const DEFAULT_USERNAME: &str = "admin";
 pub const DEFAULT_PASSWORD: &str = "nexenta123";
@@ -58,10 +58,7 @@ pub const DEFAULT_FAIL_STATUS: u16 = 500;
 /// `EAUTH`, 404 `ENOENT`, 409 `EEXIST`, 5xx `EBUSY`, other 4xx `EINVAL`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailRule {
-    pub method: Option<String>,
-    pub path: Vec<String>,
-    /// 0.0 to 1.0.
-    pub rate: f64,
+    pub target: FaultTarget,
     pub status: u16,
     pub code: String,
 }
@@ -78,27 +75,7 @@ impl FailRule {
         if parts.next().is_some() {
             return Err(bad("too many fields"));
         }
-        let (method, path) = match target.split_once('@') {
-            Some((m, p)) => {
-                if !matches!(m, "GET" | "POST" | "DELETE" | "PUT") {
-                    return Err(bad("METHOD is GET, POST, PUT or DELETE"));
-                }
-                (Some(m.to_string()), p)
-            }
-            None => (None, target),
-        };
-        let path = path.trim_matches('/');
-        if path.is_empty() {
-            return Err(bad("empty path"));
-        }
-        let segs: Vec<String> = path.split('/').map(str::to_string).collect();
-        if segs.iter().rev().skip(1).any(|s| s == "**") {
-            return Err(bad("** may only end the path"));
-        }
-        let rate: f64 = rate.parse().map_err(|_| bad("rate is not a number"))?;
-        if !(0.0..=1.0).contains(&rate) {
-            return Err(bad("rate is not between 0 and 1"));
-        }
+        let target = FaultTarget::parse(target, rate, |_| Vec::new()).map_err(bad)?;
         let (status, code) = match status.map(|s| s.split_once('/').unwrap_or((s, ""))) {
             None => (DEFAULT_FAIL_STATUS, ""),
             Some((st, code)) => {
@@ -122,30 +99,10 @@ impl FailRule {
             (c, _) => c,
         };
         Ok(FailRule {
-            method,
-            path: segs,
-            rate,
+            target,
             status,
             code: code.to_string(),
         })
-    }
-
-    /// Whether the rule names this request (`segs`: the decoded path, without a version).
-    pub fn matches(&self, method: &str, segs: &[String]) -> bool {
-        if self.method.as_deref().is_some_and(|m| m != method) {
-            return false;
-        }
-        let mut i = 0;
-        for p in &self.path {
-            match p.as_str() {
-                "**" => return true,
-                "*" if i < segs.len() => {}
-                p if segs.get(i).is_some_and(|s| s == p) => {}
-                _ => return false,
-            }
-            i += 1;
-        }
-        i == segs.len()
     }
 }
 
@@ -462,6 +419,9 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         Ok(s) => s,
         Err(f) => return fail_response(&f),
     };
+    if let Some(f) = injected(shared, &req, &segs) {
+        return fail_response(&f);
+    }
     if segs.join("/") == api::LOGIN {
         shared
             .store
@@ -496,18 +456,31 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
             "not logged in: log in at /auth/login and send Authorization: Bearer <token>",
         ));
     }
-    let (status, body) = match respond(shared, &req, &segs, route, args) {
+    let (status, body) = match respond(shared, &req, route, args) {
         Ok(answer) => answer,
         Err(f) => (f.status, Some(f.body())),
     };
     json_response(status, body.as_ref())
 }
 
+/// The failure of the first `--fail` rule that names the request and fires.
+fn injected(shared: &Shared, req: &HttpRequest, segs: &[String]) -> Option<Fail> {
+    let rules = shared.store.fail_rules();
+    let r = rules.iter().find(|r| r.target.fires(&req.method, segs))?;
+    Some(Fail {
+        status: r.status,
+        code: r.code.clone(),
+        message: format!(
+            "{} {}: injected failure (storch-sim --fail)",
+            req.method, req.path
+        ),
+    })
+}
+
 /// Answers one authenticated request for `route`.
 fn respond(
     shared: &Shared,
     req: &HttpRequest,
-    segs: &[String],
     route: &'static api::Route,
     args: Vec<String>,
 ) -> api::R {
@@ -520,21 +493,6 @@ fn respond(
         )
     };
     let query = api::Query::parse(&req.query)?;
-    if let Some(r) = shared
-        .store
-        .fail_rules()
-        .iter()
-        .find(|r| r.matches(&req.method, segs) && rand::random::<f64>() < r.rate)
-    {
-        return Err(Fail {
-            status: r.status,
-            code: r.code.clone(),
-            message: format!(
-                "{} {}: injected failure (storch-sim --fail)",
-                req.method, req.path
-            ),
-        });
-    }
     let mut a = shared.store.lock();
     let _lock = match &shared.state {
         Some(p) => {

@@ -284,15 +284,7 @@ impl<'a> Req<'a> {
 
     /// The body as an object whose fields are all in `allowed`.
     pub fn fields(&self, allowed: &[&str]) -> Result<Fields<'a>, Fail> {
-        let map = match self.body {
-            Some(Value::Object(m)) => m,
-            Some(_) => return Err(bad_arg("the request body must be a JSON object")),
-            None => return Err(bad_arg("the request has no body")),
-        };
-        if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(bad_arg(format!("unknown field {k:?}")));
-        }
-        Ok(Fields { map })
+        Fields::new(self.body, allowed, bad_arg)
     }
 
     /// One object, projected by `fields` (only `fields` allowed in the query).
@@ -362,69 +354,8 @@ fn project(v: Value, fields: Option<&str>) -> Result<Value, Fail> {
     Ok(Value::Object(out))
 }
 
-/// A JSON request body, checked against the fields a request has.
-pub(super) struct Fields<'a> {
-    map: &'a Map<String, Value>,
-}
-
-fn wrong(name: &str, expected: &str) -> Fail {
-    bad_arg(format!("field {name}: expected {expected}"))
-}
-
-impl<'a> Fields<'a> {
-    /// A field; JSON null counts as absent.
-    pub fn get(&self, name: &str) -> Option<&'a Value> {
-        self.map.get(name).filter(|v| !v.is_null())
-    }
-
-    pub fn required(&self, name: &str) -> Result<&'a Value, Fail> {
-        self.get(name)
-            .ok_or_else(|| bad_arg(format!("missing required field {name}")))
-    }
-
-    pub fn opt_str(&self, name: &str) -> Result<Option<&'a str>, Fail> {
-        self.get(name)
-            .map(|v| v.as_str().ok_or_else(|| wrong(name, "a string")))
-            .transpose()
-    }
-
-    pub fn str(&self, name: &str) -> Result<&'a str, Fail> {
-        self.required(name)?;
-        Ok(self.opt_str(name)?.unwrap_or_default())
-    }
-
-    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, Fail> {
-        self.get(name)
-            .map(|v| {
-                v.as_u64()
-                    .ok_or_else(|| wrong(name, "a non-negative integer"))
-            })
-            .transpose()
-    }
-
-    pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, Fail> {
-        self.get(name)
-            .map(|v| v.as_bool().ok_or_else(|| wrong(name, "a boolean")))
-            .transpose()
-    }
-
-    pub fn opt_array(&self, name: &str) -> Result<Option<&'a Vec<Value>>, Fail> {
-        self.get(name)
-            .map(|v| v.as_array().ok_or_else(|| wrong(name, "an array")))
-            .transpose()
-    }
-
-    /// An array of strings.
-    pub fn opt_strs(&self, name: &str) -> Result<Option<Vec<&'a str>>, Fail> {
-        let Some(a) = self.opt_array(name)? else {
-            return Ok(None);
-        };
-        a.iter()
-            .map(|v| v.as_str().ok_or_else(|| wrong(name, "an array of strings")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
-    }
-}
+/// A JSON request body, checked against the fields a request type has.
+pub(super) type Fields<'a> = crate::sim::body::Fields<'a, Fail>;
 
 type Handler = fn(&mut Ctx<'_>, &Req<'_>) -> R;
 

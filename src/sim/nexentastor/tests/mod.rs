@@ -15,18 +15,24 @@ fn segs(p: &str) -> Vec<String> {
 fn fail_rules_parse_and_match() {
     let r = FailRule::parse("POST@storage/volumes:1").unwrap();
     assert_eq!(
-        (r.method.as_deref(), r.status, r.code.as_str()),
+        (r.target.method.as_deref(), r.status, r.code.as_str()),
         (Some("POST"), 500, "EBUSY")
     );
-    assert!(r.matches("POST", &segs("storage/volumes")));
-    assert!(!r.matches("GET", &segs("storage/volumes")));
-    assert!(!r.matches("POST", &segs("storage/volumes/x")));
+    assert!(r.target.matches("POST", &segs("storage/volumes")));
+    assert!(!r.target.matches("GET", &segs("storage/volumes")));
+    assert!(!r.target.matches("POST", &segs("storage/volumes/x")));
     let r = FailRule::parse("storage/volumes/*:0.5:404").unwrap();
-    assert_eq!((r.rate, r.status, r.code.as_str()), (0.5, 404, "ENOENT"));
-    assert!(r.matches("DELETE", &segs("storage/volumes/tank/csi/v")[..3]));
+    assert_eq!(
+        (r.target.rate, r.status, r.code.as_str()),
+        (0.5, 404, "ENOENT")
+    );
+    assert!(
+        r.target
+            .matches("DELETE", &segs("storage/volumes/tank/csi/v")[..3])
+    );
     let r = FailRule::parse("san/**:1:401").unwrap();
     assert_eq!(r.code, "EAUTH");
-    assert!(r.matches("GET", &segs("san/iscsi/targets")));
+    assert!(r.target.matches("GET", &segs("san/iscsi/targets")));
     assert_eq!(FailRule::parse("**:1:422/EFOO").unwrap().code, "EFOO");
     assert_eq!(FailRule::parse("x:1:409").unwrap().code, "EEXIST");
     assert_eq!(FailRule::parse("x:1:400").unwrap().code, "EINVAL");
