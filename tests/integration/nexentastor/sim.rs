@@ -407,3 +407,60 @@ fn the_command_line_refuses_bad_options_by_name() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[tokio::test]
+async fn both_nodes_of_a_pair_change_the_appliance_at_once_without_losing_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("busy.json");
+    let args = [
+        "--volume-groups",
+        VGS,
+        "--state",
+        state.to_str().unwrap(),
+        "--job-polls",
+        "0",
+    ];
+    let nodes = [
+        NexentaSim::start(dir.path(), &args),
+        NexentaSim::start(dir.path(), &args),
+    ];
+    for n in &nodes {
+        n.login().await;
+    }
+    let (s, _) = nodes[0]
+        .request(
+            "POST",
+            "/san/targetgroups",
+            Some(&json!({"name": "tg", "members": []})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    // Twelve zvols created and mapped through both nodes at once: every one is there, and
+    // no two mappings share a LUN.
+    let work = (0..12).map(|i| {
+        let node = &nodes[i % 2];
+        async move {
+            let path = format!("tank/csi/v{i}");
+            let body = json!({"path": path, "volumeSize": GIB, "sparseVolume": true});
+            let (s, v) = node.request("POST", "/storage/volumes", Some(&body)).await;
+            assert_eq!(s, 201, "{v}");
+            let map = json!({"volume": path, "targetGroup": "tg", "hostGroup": "All"});
+            let (s, v) = node.request("POST", "/san/lunMappings", Some(&map)).await;
+            assert_eq!(s, 201, "{v}");
+        }
+    });
+    futures::future::join_all(work).await;
+    for n in &nodes {
+        let (_, v) = n.request("GET", "/san/lunMappings?fields=lun", None).await;
+        let mut luns: Vec<u64> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["lun"].as_u64().unwrap())
+            .collect();
+        luns.sort();
+        assert_eq!(luns, (0..12).collect::<Vec<u64>>(), "{v}");
+        let (_, v) = n.request("GET", "/storage/volumes?fields=path", None).await;
+        assert_eq!(v["data"].as_array().unwrap().len(), 12, "{v}");
+    }
+}
