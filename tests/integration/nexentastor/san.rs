@@ -36,16 +36,21 @@ async fn targets_have_portals_and_chap_whose_secret_is_never_read_back() {
                 "portals": [{"address": "10.0.0.5", "port": 3260},
                             {"address": "10.0.0.6", "port": 3260}]}])
     );
-    // CHAP: a secret of 12 or more characters, needed before authentication chap.
+    // CHAP: authentication chap alone (initiators' secrets are remote initiators'), and the
+    // target's own secret for mutual CHAP: 12 characters or more.
     let put = |b: serde_json::Value| Some(b);
-    nx.refused(
+    nx.ok(
         "PUT",
         &target(TARGET),
         put(json!({"authentication": "chap"})),
-        400,
-        "EINVAL",
+        200,
     )
     .await;
+    let t = nx.get(&target(TARGET)).await;
+    assert_eq!(
+        (t["authentication"].as_str(), t["chapSecretSet"].as_bool()),
+        (Some("chap"), Some(false))
+    );
     let short = json!({"authentication": "chap", "chapUser": "u", "chapSecret": "short"});
     nx.refused("PUT", &target(TARGET), put(short), 400, "EINVAL")
         .await;
@@ -70,7 +75,7 @@ async fn targets_have_portals_and_chap_whose_secret_is_never_read_back() {
         json!({"name": "not-an-iqn"}),
         json!({"name": "iqn.2005-07.com.nexenta:01:x", "portals": [{"address": "nowhere"}]}),
         json!({"name": "iqn.2005-07.com.nexenta:01:x", "portals": [{"address": "10.0.0.1", "port": 0}]}),
-        json!({"name": "iqn.2005-07.com.nexenta:01:x", "authentication": "chap"}),
+        json!({"name": "iqn.2005-07.com.nexenta:01:x", "authentication": "chap", "chapSecret": "x"}),
     ] {
         nx.refused("POST", "/san/iscsi/targets", Some(bad), 400, "EINVAL")
             .await;

@@ -2,8 +2,9 @@
 //! initiators (CHAP of initiators).
 //!
 //! Names of iSCSI nodes are `iqn.`, `eui.` or `naa.` names. A CHAP secret is 12 to 255
-//! characters and is never read back (`chapSecretSet` says whether one is set); a target with
-//! `authentication: chap` needs one. Group members must exist (targets) or be node names
+//! characters and is never read back (`chapSecretSet` says whether one is set). A target with
+//! `authentication: chap` checks initiators against their remote-initiator CHAP credentials;
+//! its own `chapUser`/`chapSecret` (optional) are for mutual CHAP. Group members must exist (targets) or be node names
 //! (initiators). `All` is the built-in host or target group of every initiator or target.
 //! A LUN mapping ties a zvol to a target group and a host group; without `lun` the appliance
 //! picks the lowest number no mapping of an overlapping target group uses. A target in a
@@ -160,9 +161,6 @@ fn set_target(t: &mut Target, f: &Fields<'_>) -> Result<(), Fail> {
             return Err(invalid(format!("authentication {a:?} is none or chap")));
         }
         t.authentication = a.to_string();
-    }
-    if t.authentication == "chap" && t.chap_secret.is_empty() {
-        return Err(invalid("authentication chap needs a chapSecret"));
     }
     Ok(())
 }
