@@ -317,10 +317,11 @@ async fn an_ha_pair_shares_one_appliance_and_fails_over() {
     assert_ne!(a.ca_pem(), b.ca_pem());
     // B starts down: connections fail; A serves.
     let token_a = a.login().await;
+    // The connection closes before TLS: a connect error to a client.
+    let err = b.try_raw(None, "GET", "/storage/pools", None).await;
     assert!(
-        b.try_raw(None, "GET", "/storage/pools", None)
-            .await
-            .is_err()
+        err.as_ref().is_err_and(reqwest::Error::is_connect),
+        "{err:?}"
     );
     assert_eq!(b.control("GET", "/__sim/status").await["down"], true);
     let body = json!({"path": "tank/csi/v1", "volumeSize": GIB, "sparseVolume": false});
@@ -353,10 +354,12 @@ async fn an_ha_pair_shares_one_appliance_and_fails_over() {
     assert_eq!(status, 201);
     // A goes down mid-run: a kept-alive connection and new ones fail; B carries on.
     assert_eq!(a.control("POST", "/__sim/down").await["down"], true);
+    let err = a
+        .try_raw(Some(&token_a), "GET", "/storage/pools", None)
+        .await;
     assert!(
-        a.try_raw(Some(&token_a), "GET", "/storage/pools", None)
-            .await
-            .is_err()
+        err.as_ref().is_err_and(reqwest::Error::is_connect),
+        "{err:?}"
     );
     let (s, _) = b
         .run(
