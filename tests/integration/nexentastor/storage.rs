@@ -436,3 +436,56 @@ async fn collections_page_by_offset_and_limit_with_next_links() {
     nx.refused("GET", "/storage/volumes?limit=0", None, 400, "EINVAL")
         .await;
 }
+
+#[tokio::test]
+async fn promote_moves_the_snapshots_up_to_the_origin_and_keeps_the_newer_ones() {
+    let nx = Nx::start(&["--job-polls", "0"]);
+    nx.zvol("tank/csi/src", GIB, true).await;
+    for s in ["s1", "s2", "s3"] {
+        let body = json!({"path": format!("tank/csi/src@{s}")});
+        nx.ok("POST", "/storage/snapshots", Some(body), 201).await;
+    }
+    let clone = json!({"targetPath": "tank/csi/c"});
+    let path = format!("{}/clone", snap("tank/csi/src@s2"));
+    nx.ok("POST", &path, Some(clone), 201).await;
+    let other = json!({"targetPath": "tank/csi/d"});
+    let path = format!("{}/clone", snap("tank/csi/src@s1"));
+    nx.ok("POST", &path, Some(other), 201).await;
+    nx.ok("POST", &format!("{}/promote", vol("tank/csi/c")), None, 200)
+        .await;
+    let all = nx.paths("/storage/snapshots").await;
+    assert_eq!(all, ["tank/csi/c@s1", "tank/csi/c@s2", "tank/csi/src@s3"]);
+    assert_eq!(
+        nx.get(&vol("tank/csi/src")).await["originalSnapshot"],
+        "tank/csi/c@s2"
+    );
+    // Another clone of a moved snapshot follows it.
+    assert_eq!(
+        nx.get(&vol("tank/csi/d")).await["originalSnapshot"],
+        "tank/csi/c@s1"
+    );
+    assert_eq!(
+        nx.get(&snap("tank/csi/c@s1")).await["clones"],
+        json!(["tank/csi/d"])
+    );
+    // Promoting back is refused where a name would collide, and the state is unchanged.
+    nx.ok(
+        "POST",
+        "/storage/snapshots",
+        Some(json!({"path": "tank/csi/src@s2"})),
+        201,
+    )
+    .await;
+    nx.refused(
+        "POST",
+        &format!("{}/promote", vol("tank/csi/src")),
+        None,
+        409,
+        "EEXIST",
+    )
+    .await;
+    assert_eq!(
+        nx.get(&vol("tank/csi/src")).await["originalSnapshot"],
+        "tank/csi/c@s2"
+    );
+}
