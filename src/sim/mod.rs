@@ -201,6 +201,14 @@ impl Listening {
     }
 }
 
+/// A JSON answer of a REST simulator (an empty body for None).
+pub fn json_response(status: u16, body: Option<&serde_json::Value>) -> http::HttpResponse {
+    match body {
+        Some(b) => http::HttpResponse::new(status, "application/json", b.to_string()),
+        None => http::HttpResponse::new(status, "application/json", Vec::new()),
+    }
+}
+
 /// Writes a simulator's state as pretty JSON, atomically and durably ([`write_atomic`]).
 pub fn persist_json<T: Serialize>(path: &Path, state: &T) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;

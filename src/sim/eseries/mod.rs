@@ -37,7 +37,7 @@ pub use self::api::{Fail, Tuning, retcodes};
 pub use self::state::{ArraySpec, Features, PoolSpec, Proxy};
 pub use super::SimError;
 use super::http::{Handler, HttpRequest, HttpResponse};
-use super::{FaultTarget, Listening, Store};
+use super::{FaultTarget, Listening, Store, json_response};
 
 pub const DEFAULT_USERNAME: &str = "admin";
 pub const DEFAULT_PASSWORD: &str = "eseries123";
@@ -275,13 +275,6 @@ impl EseriesSim {
 
     pub async fn stop(self) {
         self.listening.stop().await;
-    }
-}
-
-fn json_response(status: u16, body: Option<&Value>) -> HttpResponse {
-    match body {
-        Some(b) => HttpResponse::new(status, "application/json", b.to_string()),
-        None => HttpResponse::new(status, "application/json", Vec::new()),
     }
 }
 

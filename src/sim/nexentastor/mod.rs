@@ -41,7 +41,7 @@ pub use self::api::{Fail, Tuning, codes};
 pub use self::state::{Appliance, VolumeGroupSpec};
 pub use super::SimError;
 use super::http::{Handler, HttpRequest, HttpResponse};
-use super::{FaultTarget, Listening, Store};
+use super::{FaultTarget, Listening, Store, json_response};
 
 pub const DEFAULT_USERNAME: &str = "admin";
 pub const DEFAULT_PASSWORD: &str = "nexenta123";
@@ -321,13 +321,6 @@ impl NexentaSim {
     pub async fn stop(self) {
         self.listening.stop().await;
         self.control.stop().await;
-    }
-}
-
-fn json_response(status: u16, body: Option<&Value>) -> HttpResponse {
-    match body {
-        Some(b) => HttpResponse::new(status, "application/json", b.to_string()),
-        None => HttpResponse::new(status, "application/json", Vec::new()),
     }
 }
 
