@@ -420,19 +420,7 @@ fn the_command_line_refuses_bad_options_by_name() {
 #[tokio::test]
 async fn both_nodes_of_a_pair_change_the_appliance_at_once_without_losing_a_change() {
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("busy.json");
-    let args = [
-        "--volume-groups",
-        VGS,
-        "--state",
-        state.to_str().unwrap(),
-        "--job-polls",
-        "0",
-    ];
-    let nodes = [
-        NexentaSim::start(dir.path(), &args),
-        NexentaSim::start(dir.path(), &args),
-    ];
+    let nodes = NexentaSim::pair(dir.path(), &["--volume-groups", VGS, "--job-polls", "0"]);
     for n in &nodes {
         n.login().await;
     }

@@ -89,6 +89,17 @@ impl NexentaSim {
         }
     }
 
+    /// The two nodes of an HA pair: two instances started with `args` and one `--state` file
+    /// in `dir` (each with its own certificate).
+    pub fn pair(dir: &Path, args: &[&str]) -> [NexentaSim; 2] {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let state = dir.join(format!("nexentastor-pair-{n}.json"));
+        let mut all = args.to_vec();
+        all.extend(["--state", state.to_str().expect("a UTF-8 path")]);
+        [NexentaSim::start(dir, &all), NexentaSim::start(dir, &all)]
+    }
+
     /// The certificate (PEM), for `trustedCACertificate`.
     pub fn ca_pem(&self) -> String {
         std::fs::read_to_string(&self.cert).expect("certificate written")
