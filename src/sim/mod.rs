@@ -1,5 +1,6 @@
 //! Array simulators: protocol-faithful, stateful servers that drivers are tested against.
 //!
+//! - `body`: JSON request bodies checked field by field (the REST simulators).
 //! - `http`: the shared HTTP(S) server (hyper 1, hyper-util, tokio-rustls) and the simulator's
 //!   self-signed certificate.
 //! - `ontap`: a ZAPI server (docs/wire-notes.md#the-zapi-simulator): SVM tunnelling, paging,
@@ -14,13 +15,20 @@
 //!   volumes, hosts, host groups, LUN mappings, the iSCSI target, expansion and volume copy
 //!   jobs (each only when the array has the feature), fault injection (including "422 but
 //!   created"), latency and an fsynced state file.
+//! - `nexentastor`: a NexentaStor 5 NEF REST server (docs/wire-notes.md#the-nexentastor-simulator):
+//!   login tokens that expire, pools, read-only volume groups, zvols, snapshots, clones and
+//!   promote, iSCSI targets with CHAP, target and host groups, LUN mappings, 202 + job polling,
+//!   offset/limit paging with `next` links, fault injection, latency, and a state file two
+//!   instances share as an HA pair (with a control listener to take one down).
 //!
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.
 
+pub mod body;
 pub mod cli;
 pub mod eseries;
 pub mod http;
+pub mod nexentastor;
 pub mod ontap;
 pub mod solidfire;
 
@@ -142,8 +150,18 @@ impl Listening {
         tls: Option<(SelfSigned, PathBuf)>,
         handler: Handler,
     ) -> Result<Listening, SimError> {
+        Listening::start_gated(listen, tls, handler, None).await
+    }
+
+    /// [`Listening::start`] behind a gate ([`Server::start_gated`]: `true` = down).
+    pub async fn start_gated(
+        listen: SocketAddr,
+        tls: Option<(SelfSigned, PathBuf)>,
+        handler: Handler,
+        gate: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> Result<Listening, SimError> {
         let (cert, cert_path) = tls.unzip();
-        let server = Server::start(listen, cert.as_ref(), handler)
+        let server = Server::start_gated(listen, cert.as_ref(), handler, gate)
             .await
             .map_err(|source| SimError::Listen {
                 addr: listen,
@@ -180,6 +198,14 @@ impl Listening {
 
     pub async fn stop(self) {
         self.server.stop().await;
+    }
+}
+
+/// A JSON answer of a REST simulator (an empty body for None).
+pub fn json_response(status: u16, body: Option<&serde_json::Value>) -> http::HttpResponse {
+    match body {
+        Some(b) => http::HttpResponse::new(status, "application/json", b.to_string()),
+        None => http::HttpResponse::new(status, "application/json", Vec::new()),
     }
 }
 
@@ -257,4 +283,75 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+/// The request part of a simulator's `--fail` rule: `[METHOD@]PATH` and a rate. PATH is
+/// `/`-separated segments where `*` matches one segment and a final `**` any number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultTarget {
+    pub method: Option<String>,
+    pub path: Vec<String>,
+    /// 0.0 to 1.0.
+    pub rate: f64,
+}
+
+impl FaultTarget {
+    /// Parses `target` (`[METHOD@]PATH`) and `rate`; `prefix` gives the segments that go
+    /// before PATH (given PATH without its outer slashes). Errors say what is wrong.
+    pub fn parse(
+        target: &str,
+        rate: &str,
+        prefix: impl FnOnce(&str) -> Vec<String>,
+    ) -> Result<FaultTarget, &'static str> {
+        let (method, path) = match target.split_once('@') {
+            Some((m, p)) => {
+                if !matches!(m, "GET" | "POST" | "DELETE" | "PUT") {
+                    return Err("METHOD is GET, POST, PUT or DELETE");
+                }
+                (Some(m.to_string()), p)
+            }
+            None => (None, target),
+        };
+        let path = path.trim_matches('/');
+        if path.is_empty() {
+            return Err("empty path");
+        }
+        let mut segs = prefix(path);
+        segs.extend(path.split('/').map(str::to_string));
+        if segs.iter().rev().skip(1).any(|s| s == "**") {
+            return Err("** may only end the path");
+        }
+        let rate: f64 = rate.parse().map_err(|_| "rate is not a number")?;
+        if !(0.0..=1.0).contains(&rate) {
+            return Err("rate is not between 0 and 1");
+        }
+        Ok(FaultTarget {
+            method,
+            path: segs,
+            rate,
+        })
+    }
+
+    /// Whether the rule names this request (`segs`: its path, split).
+    pub fn matches<S: AsRef<str>>(&self, method: &str, segs: &[S]) -> bool {
+        if self.method.as_deref().is_some_and(|m| m != method) {
+            return false;
+        }
+        let mut i = 0;
+        for p in &self.path {
+            match p.as_str() {
+                "**" => return true,
+                "*" if i < segs.len() => {}
+                p if segs.get(i).is_some_and(|s| s.as_ref() == p) => {}
+                _ => return false,
+            }
+            i += 1;
+        }
+        i == segs.len()
+    }
+
+    /// Whether the rule names this request and its dice say it fails this time.
+    pub fn fires<S: AsRef<str>>(&self, method: &str, segs: &[S]) -> bool {
+        self.matches(method, segs) && rand::random::<f64>() < self.rate
+    }
 }

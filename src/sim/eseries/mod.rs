@@ -37,7 +37,7 @@ pub use self::api::{Fail, Tuning, retcodes};
 pub use self::state::{ArraySpec, Features, PoolSpec, Proxy};
 pub use super::SimError;
 use super::http::{Handler, HttpRequest, HttpResponse};
-use super::{Listening, Store};
+use super::{FaultTarget, Listening, Store, json_response};
 
 pub const DEFAULT_USERNAME: &str = "admin";
 pub const DEFAULT_PASSWORD: &str = "eseries123";
@@ -67,10 +67,7 @@ pub enum FailMode {
 /// any number.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailRule {
-    pub method: Option<String>,
-    pub path: Vec<String>,
-    /// 0.0 to 1.0.
-    pub rate: f64,
+    pub target: FaultTarget,
     pub status: u16,
     pub mode: FailMode,
 }
@@ -87,33 +84,14 @@ impl FailRule {
         if parts.next().is_some() {
             return Err(bad("too many fields"));
         }
-        let (method, path) = match target.split_once('@') {
-            Some((m, p)) => {
-                if !matches!(m, "GET" | "POST" | "DELETE" | "PUT") {
-                    return Err(bad("METHOD is GET, POST, PUT or DELETE"));
-                }
-                (Some(m.to_string()), p)
+        let target = FaultTarget::parse(target, rate, |path| {
+            if path.starts_with("storage-systems") || path.starts_with("**") {
+                Vec::new()
+            } else {
+                vec!["storage-systems".into(), "*".into()]
             }
-            None => (None, target),
-        };
-        let path = path.trim_matches('/');
-        if path.is_empty() {
-            return Err(bad("empty path"));
-        }
-        let absolute = path.starts_with("storage-systems") || path.starts_with("**");
-        let mut segs: Vec<String> = if absolute {
-            Vec::new()
-        } else {
-            vec!["storage-systems".into(), "*".into()]
-        };
-        segs.extend(path.split('/').map(str::to_string));
-        if segs.iter().rev().skip(1).any(|s| s == "**") {
-            return Err(bad("** may only end the path"));
-        }
-        let rate: f64 = rate.parse().map_err(|_| bad("rate is not a number"))?;
-        if !(0.0..=1.0).contains(&rate) {
-            return Err(bad("rate is not between 0 and 1"));
-        }
+        })
+        .map_err(bad)?;
         let (status, mode) = match status.map(|s| s.split_once('/').unwrap_or((s, ""))) {
             None => (DEFAULT_FAIL_STATUS, FailMode::Before),
             Some((code, mode)) => {
@@ -132,30 +110,10 @@ impl FailRule {
             }
         };
         Ok(FailRule {
-            method,
-            path: segs,
-            rate,
+            target,
             status,
             mode,
         })
-    }
-
-    /// Whether the rule names this request (`segs`: the path below `/devmgr/v2/`).
-    pub fn matches(&self, method: &str, segs: &[&str]) -> bool {
-        if self.method.as_deref().is_some_and(|m| m != method) {
-            return false;
-        }
-        let mut i = 0;
-        for p in &self.path {
-            match p.as_str() {
-                "**" => return true,
-                "*" if i < segs.len() => {}
-                p if segs.get(i) == Some(&p) => {}
-                _ => return false,
-            }
-            i += 1;
-        }
-        i == segs.len()
     }
 }
 
@@ -320,13 +278,6 @@ impl EseriesSim {
     }
 }
 
-fn json_response(status: u16, body: Option<&Value>) -> HttpResponse {
-    match body {
-        Some(b) => HttpResponse::new(status, "application/json", b.to_string()),
-        None => HttpResponse::new(status, "application/json", Vec::new()),
-    }
-}
-
 fn fail_response(f: &Fail) -> HttpResponse {
     json_response(f.status, Some(&f.body()))
 }
@@ -413,7 +364,7 @@ fn respond(shared: &Shared, req: &HttpRequest, segs: &[&str]) -> (u16, Option<Va
         .store
         .fail_rules()
         .iter()
-        .find(|r| r.matches(&req.method, segs) && rand::random::<f64>() < r.rate)
+        .find(|r| r.target.fires(&req.method, segs))
         .map(|r| (r.status, r.mode));
     let injected_fail = |status: u16| Fail {
         status,

@@ -17,7 +17,7 @@ mod mappings;
 mod system;
 mod volumes;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::state::{Array, Proxy};
 
@@ -176,7 +176,7 @@ impl<'a> Req<'a> {
 
     /// The body as an object whose fields are all in `allowed`.
     pub fn fields(&self, allowed: &[&str]) -> Result<Fields<'a>, Fail> {
-        Fields::new(self.body, allowed)
+        Fields::new(self.body, allowed, invalid)
     }
 }
 
@@ -304,87 +304,7 @@ pub(super) fn resolve<'a>(method: &str, segs: &[&'a str]) -> Result<Resolved<'a>
 }
 
 /// A JSON request body, checked against the fields a request type has.
-pub(super) struct Fields<'a> {
-    map: &'a Map<String, Value>,
-}
-
-fn wrong(name: &str, expected: &str) -> Fail {
-    invalid(format!(
-        "Invalid value for field {name}: expected {expected}"
-    ))
-}
-
-impl<'a> Fields<'a> {
-    fn new(body: Option<&'a Value>, allowed: &[&str]) -> Result<Fields<'a>, Fail> {
-        let map = match body {
-            Some(Value::Object(m)) => m,
-            Some(_) => return Err(invalid("The request body must be a JSON object")),
-            None => return Err(invalid("The request has no body")),
-        };
-        if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(invalid(format!("Unrecognized field {k:?}")));
-        }
-        Ok(Fields { map })
-    }
-
-    /// A field; JSON null counts as absent.
-    pub fn get(&self, name: &str) -> Option<&'a Value> {
-        self.map.get(name).filter(|v| !v.is_null())
-    }
-
-    pub fn required(&self, name: &str) -> Result<&'a Value, Fail> {
-        self.get(name)
-            .ok_or_else(|| invalid(format!("Missing required field {name}")))
-    }
-
-    pub fn opt_str(&self, name: &str) -> Result<Option<&'a str>, Fail> {
-        self.get(name)
-            .map(|v| v.as_str().ok_or_else(|| wrong(name, "a string")))
-            .transpose()
-    }
-
-    /// An optional ref or identifier: an empty string counts as absent, as JSON null does.
-    pub fn opt_ref(&self, name: &str) -> Result<Option<&'a str>, Fail> {
-        Ok(self.opt_str(name)?.filter(|s| !s.is_empty()))
-    }
-
-    pub fn str(&self, name: &str) -> Result<&'a str, Fail> {
-        self.required(name)?;
-        Ok(self.opt_str(name)?.unwrap_or_default())
-    }
-
-    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, Fail> {
-        self.get(name)
-            .map(|v| {
-                v.as_u64()
-                    .ok_or_else(|| wrong(name, "a non-negative integer"))
-            })
-            .transpose()
-    }
-
-    pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, Fail> {
-        self.get(name)
-            .map(|v| v.as_bool().ok_or_else(|| wrong(name, "a boolean")))
-            .transpose()
-    }
-
-    pub fn opt_array(&self, name: &str) -> Result<Option<&'a Vec<Value>>, Fail> {
-        self.get(name)
-            .map(|v| v.as_array().ok_or_else(|| wrong(name, "an array")))
-            .transpose()
-    }
-
-    /// An array of strings.
-    pub fn opt_strs(&self, name: &str) -> Result<Option<Vec<&'a str>>, Fail> {
-        let Some(a) = self.opt_array(name)? else {
-            return Ok(None);
-        };
-        a.iter()
-            .map(|v| v.as_str().ok_or_else(|| wrong(name, "an array of strings")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
-    }
-}
+pub(super) type Fields<'a> = crate::sim::body::Fields<'a, Fail>;
 
 /// Checks a label: 1 to 30 characters, none of them a control character.
 pub(super) fn check_label(field: &str, label: &str) -> Result<(), Fail> {
@@ -423,7 +343,7 @@ pub(super) fn bytes(f: &Fields<'_>, size_field: &str) -> Result<u64, Fail> {
         .as_u64()
         .filter(|n| (1..=i32::MAX as u64).contains(n))
         .ok_or_else(|| {
-            wrong(
+            f.wrong(
                 size_field,
                 "a positive integer that fits a 32-bit signed integer",
             )

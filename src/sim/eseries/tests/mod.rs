@@ -56,26 +56,44 @@ async fn register(sh: &Shared) -> String {
 #[test]
 fn fail_rules_parse_and_match() {
     let r = FailRule::parse("POST@volumes:1:422/after").unwrap();
-    assert_eq!(r.method.as_deref(), Some("POST"));
-    assert_eq!(r.path, ["storage-systems", "*", "volumes"]);
+    assert_eq!(r.target.method.as_deref(), Some("POST"));
+    assert_eq!(r.target.path, ["storage-systems", "*", "volumes"]);
     assert_eq!((r.status, r.mode), (422, FailMode::After));
-    assert!(r.matches("POST", &["storage-systems", "abc", "volumes"]));
-    assert!(!r.matches("GET", &["storage-systems", "abc", "volumes"]));
-    assert!(!r.matches("POST", &["storage-systems", "abc", "volumes", "x"]));
+    assert!(
+        r.target
+            .matches("POST", &["storage-systems", "abc", "volumes"])
+    );
+    assert!(
+        !r.target
+            .matches("GET", &["storage-systems", "abc", "volumes"])
+    );
+    assert!(
+        !r.target
+            .matches("POST", &["storage-systems", "abc", "volumes", "x"])
+    );
     let r = FailRule::parse("volumes/*/expand:0.5").unwrap();
-    assert_eq!((r.status, r.mode, r.rate), (424, FailMode::Before, 0.5));
-    assert!(r.matches(
+    assert_eq!(
+        (r.status, r.mode, r.target.rate),
+        (424, FailMode::Before, 0.5)
+    );
+    assert!(r.target.matches(
         "GET",
         &["storage-systems", "1", "volumes", "02ab", "expand"]
     ));
     let r = FailRule::parse("storage-systems:1:500").unwrap();
-    assert!(r.matches("POST", &["storage-systems"]));
-    assert!(!r.matches("GET", &["storage-systems", "1"]));
+    assert!(r.target.matches("POST", &["storage-systems"]));
+    assert!(!r.target.matches("GET", &["storage-systems", "1"]));
     let r = FailRule::parse("**:1:503").unwrap();
-    assert!(r.matches("DELETE", &["storage-systems", "1", "hosts", "84ab"]));
+    assert!(
+        r.target
+            .matches("DELETE", &["storage-systems", "1", "hosts", "84ab"])
+    );
     let r = FailRule::parse("volume-mappings/**:1:422/untagged").unwrap();
     assert_eq!(r.mode, FailMode::Untagged);
-    assert!(r.matches("GET", &["storage-systems", "1", "volume-mappings"]));
+    assert!(
+        r.target
+            .matches("GET", &["storage-systems", "1", "volume-mappings"])
+    );
     for bad in [
         "volumes",
         ":1",
