@@ -10,7 +10,7 @@
 //! - `registry.rs`: which family serves which `storageDriverName`, and how its volumes attach.
 //! - `conformance/`: the suite every driver runs.
 //! - `testing.rs`: helpers shared by the drivers' tests.
-//! - `fake/`, `local/`, `ontap/`, `solidfire/`: one folder per family, each with `mod.rs` (the trait impl
+//! - `fake/`, `local/`, `nexentastor/`, `ontap/`, `solidfire/`: one folder per family, each with `mod.rs` (the trait impl
 //!   and its conformance run), `config.rs`, `client.rs` (array I/O), `wire.rs` (encodings)
 //!   and what the family needs beyond that.
 
@@ -18,6 +18,7 @@ pub mod config;
 pub mod fake;
 pub mod limit;
 pub mod local;
+pub mod nexentastor;
 pub mod ontap;
 pub mod registry;
 pub mod solidfire;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::fake::{self, FakeDriver};
 use super::local::{self, LocalDriver};
+use super::nexentastor::{self, NexentaDriver};
 use super::ontap::OntapDriver;
 use super::ontap::config::Variant;
 use super::solidfire::{self, SolidFireDriver};
@@ -11,7 +12,7 @@ use super::{Attachment, CommonConfig, DriverError, StorageDriver};
 use crate::model::AccessInfo;
 
 /// Trident driver names that this build knows but cannot serve yet.
-pub const UNAVAILABLE_DRIVERS: &[&str] = &["eseries-iscsi", "nexentastor-iscsi"];
+pub const UNAVAILABLE_DRIVERS: &[&str] = &["eseries-iscsi"];
 
 /// A driver built from a backend config, with the backend name it reports.
 #[derive(Debug, Clone)]
@@ -35,6 +36,7 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
         }
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         solidfire::DRIVER_NAME => Arc::new(SolidFireDriver::from_config(doc, &common)?),
+        nexentastor::DRIVER_NAME => Arc::new(NexentaDriver::from_config(doc, &common)?),
         name if UNAVAILABLE_DRIVERS.contains(&name) => {
             return Err(DriverError::Unsupported(format!(
                 "storage driver {name} is not available in this build"
@@ -58,6 +60,7 @@ pub fn attachment(driver: &str, access: &AccessInfo) -> Option<Attachment> {
         fake::DRIVER_NAME => Some(fake::attachment(access)),
         local::DRIVER_NAME => Some(local::ATTACHMENT),
         solidfire::DRIVER_NAME => Some(solidfire::ATTACHMENT),
+        nexentastor::DRIVER_NAME => Some(nexentastor::ATTACHMENT),
         // Trident's other iSCSI driver, which this build does not serve.
         "eseries-iscsi" => Some(Attachment::Iscsi),
         name => Variant::from_driver_name(name).map(Variant::attachment),
@@ -80,13 +83,17 @@ mod tests {
         for name in ["ontap-nas", "ontap-nas-economy", "ontap-nas-flexgroup"] {
             assert_eq!(attachment(name, &nfs), Some(Attachment::Nfs), "{name}");
         }
-        for name in ["ontap-san", "solidfire-san", "eseries-iscsi"] {
+        for name in [
+            "ontap-san",
+            "solidfire-san",
+            "eseries-iscsi",
+            "nexentastor-iscsi",
+        ] {
             assert_eq!(attachment(name, &iscsi), Some(Attachment::Iscsi), "{name}");
         }
         assert_eq!(attachment("fake", &nfs), Some(Attachment::Nfs));
         assert_eq!(attachment("fake", &iscsi), Some(Attachment::Iscsi));
         assert_eq!(attachment("local", &nfs), Some(Attachment::LocalPath));
-        assert_eq!(attachment("nexentastor-iscsi", &iscsi), None);
         assert_eq!(attachment("tape", &nfs), None);
     }
 
