@@ -311,7 +311,8 @@ fn error_codes_become_classes_keeping_the_message() {
         code: code.into(),
         message: "appliance says so".into(),
     };
-    let cases: Vec<(NefError, fn(&DriverError) -> bool)> = vec![
+    type Is = fn(&DriverError) -> bool;
+    let cases: Vec<(NefError, Is)> = vec![
         (api(400, "EEXIST"), |e| {
             matches!(e, DriverError::AlreadyExists(_))
         }),
