@@ -17,6 +17,7 @@ mod lab;
 mod layering;
 mod local;
 mod migrations;
+mod nexentastor;
 mod ontap;
 mod replay;
 mod replication;

@@ -1,0 +1,4 @@
+//! NexentaStor 5 (NEF REST): the nexentastor-iscsi driver against canned answers over HTTPS
+//! (`canned`).
+
+mod canned;
