@@ -875,8 +875,7 @@ async fn a_clone_of_a_volume_goes_through_a_snapshot_removed_with_it() {
     let listing = a
         .seen()
         .into_iter()
-        .filter(|s| s.key == "GET /storage/snapshots")
-        .last()
+        .rfind(|s| s.key == "GET /storage/snapshots")
         .unwrap();
     assert!(
         listing.query.contains("recursive=true"),
