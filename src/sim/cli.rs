@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use super::eseries as es;
+use super::nexentastor as nx;
 use super::ontap::{AggregateSpec, FailRule, OntapSim, SimOptions, Tuning, UserScope};
 use super::solidfire as sf;
 
@@ -28,6 +29,9 @@ pub enum Command {
     Solidfire(SolidFireArgs),
     /// A stateful SANtricity Web Services Proxy with one E-Series array (eseries-iscsi).
     Eseries(EseriesArgs),
+    /// A stateful NexentaStor 5 REST (NEF) appliance; two sharing --state are an HA pair
+    /// (nexentastor-iscsi).
+    Nexentastor(NexentaArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -343,6 +347,92 @@ impl EseriesArgs {
     }
 }
 
+#[derive(Debug, clap::Args)]
+pub struct NexentaArgs {
+    /// Address to listen on (port 0 picks one; the chosen one is printed).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP control listener (/__sim/down, /__sim/up,
+    /// /__sim/expire-tokens, /__sim/status; printed as the second line).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub control: SocketAddr,
+    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
+    #[arg(long)]
+    pub tls: bool,
+    /// Where to write the certificate (default: next to --state, else the temp dir).
+    #[arg(long, value_name = "FILE")]
+    pub cert_out: Option<PathBuf>,
+    /// Volume groups of a new appliance, POOL/VG:SIZE,… (SIZE is the pool's; volume groups of
+    /// one pool name the same size).
+    #[arg(long, value_name = "POOL/VG:SIZE,…", default_value = nx::DEFAULT_VOLUME_GROUPS)]
+    pub volume_groups: String,
+    /// Persist the appliance in this file (fsynced after every change; loaded when it exists).
+    /// Two instances given the same file are the two nodes of an HA pair.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Delay added to every request.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Inject failures: [METHOD@]PATH:RATE[:STATUS[/CODE]] (repeatable; PATH such as
+    /// storage/volumes or storage/volumes/*, a final ** any rest; default 500 EBUSY).
+    #[arg(long, value_name = "PATH:RATE")]
+    pub fail: Vec<String>,
+    /// Start down: every connection is closed at once until POST /__sim/up.
+    #[arg(long)]
+    pub down: bool,
+    #[arg(long, default_value = nx::DEFAULT_USERNAME)]
+    pub username: String,
+    #[arg(long, default_value = nx::DEFAULT_PASSWORD, env = "STORCH_SIM_PASSWORD")]
+    pub password: String,
+    /// Seconds a login token is valid.
+    #[arg(long, default_value_t = nx::DEFAULT_TOKEN_TTL.as_secs())]
+    pub token_ttl_secs: u64,
+    /// Most items per collection page (also the default limit).
+    #[arg(long, default_value_t = 100)]
+    pub page_size: usize,
+    /// Polls of /jobStatus/<id> answered 202 before a job runs (0: no jobs, answer at once).
+    #[arg(long, default_value_t = 1)]
+    pub job_polls: u32,
+}
+
+impl NexentaArgs {
+    pub fn options(&self) -> Result<nx::SimOptions, String> {
+        let volume_groups = nx::VolumeGroupSpec::parse_list(&self.volume_groups)?;
+        if self.token_ttl_secs == 0 {
+            return Err("--token-ttl-secs: at least 1".into());
+        }
+        if self.page_size == 0 {
+            return Err("--page-size: at least 1".into());
+        }
+        if self.username.is_empty() || self.password.is_empty() {
+            return Err("--username and --password must not be empty".into());
+        }
+        let fail = self
+            .fail
+            .iter()
+            .map(|f| nx::FailRule::parse(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(nx::SimOptions {
+            listen: self.listen,
+            control: self.control,
+            tls: self.tls,
+            cert_out: self.cert_out.clone(),
+            volume_groups,
+            latency: Duration::from_millis(self.latency_ms),
+            fail,
+            state: self.state.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            token_ttl: Duration::from_secs(self.token_ttl_secs),
+            down: self.down,
+            tuning: nx::Tuning {
+                page_cap: self.page_size,
+                job_polls: self.job_polls,
+            },
+        })
+    }
+}
+
 /// Runs the simulator until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
@@ -367,6 +457,14 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             announce_and_wait("eseries", &sim.url(), sim.cert_path()).await;
             sim.stop().await;
         }
+        Command::Nexentastor(args) => {
+            let sim = nx::NexentaSim::start(args.options()?)
+                .await
+                .map_err(|e| e.to_string())?;
+            let control = format!("storch-sim nexentastor control on {}", sim.control_url());
+            announce_and_wait_then("nexentastor", &sim.url(), sim.cert_path(), &control).await;
+            sim.stop().await;
+        }
     }
     Ok(())
 }
@@ -374,10 +472,18 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 /// Says where the simulator listens (first line of stdout) and where its certificate is, then
 /// waits for SIGINT or SIGTERM.
 async fn announce_and_wait(name: &str, url: &str, cert: Option<&std::path::Path>) {
+    announce_and_wait_then(name, url, cert, "").await;
+}
+
+/// [`announce_and_wait`] with a second stdout line `then` (when not empty).
+async fn announce_and_wait_then(name: &str, url: &str, cert: Option<&std::path::Path>, then: &str) {
     if let Some(p) = cert {
         eprintln!("storch-sim {name} certificate written to {}", p.display());
     }
     println!("storch-sim {name} listening on {url}");
+    if !then.is_empty() {
+        println!("{then}");
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     wait_for_signal().await;

@@ -131,6 +131,18 @@ impl Server {
         cert: Option<&SelfSigned>,
         handler: Handler,
     ) -> std::io::Result<Server> {
+        Server::start_gated(addr, cert, handler, None).await
+    }
+
+    /// [`Server::start`] with a gate: while it holds `true` the server is "down": it closes
+    /// every open connection and closes each new one as soon as it is accepted (before TLS),
+    /// so clients see a connection failure; the port stays bound for when it turns `false`.
+    pub async fn start_gated(
+        addr: SocketAddr,
+        cert: Option<&SelfSigned>,
+        handler: Handler,
+        gate: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> std::io::Result<Server> {
         let tls = match cert {
             Some(c) => Some(tokio_rustls::TlsAcceptor::from(
                 c.server_config().map_err(std::io::Error::other)?,
@@ -144,15 +156,31 @@ impl Server {
         let task = tokio::spawn(async move {
             // Dropping the set (when this task ends or is aborted) aborts every connection.
             let mut conns = tokio::task::JoinSet::new();
+            let (mut gate, mut gated) = match gate {
+                Some(g) => (g, true),
+                None => (tokio::sync::watch::channel(false).1, false),
+            };
             loop {
                 let accepted = tokio::select! {
                     r = listener.accept() => r,
                     _ = &mut stop_rx => break,
                     Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+                    r = gate.changed(), if gated => {
+                        // A dropped sender leaves the gate where it was.
+                        gated = r.is_ok();
+                        if *gate.borrow() {
+                            conns.abort_all();
+                        }
+                        continue;
+                    }
                 };
                 let Ok((stream, _peer)) = accepted else {
                     continue;
                 };
+                if *gate.borrow() {
+                    drop(stream);
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
                 let tls = tls.clone();

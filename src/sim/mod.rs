@@ -14,6 +14,11 @@
 //!   volumes, hosts, host groups, LUN mappings, the iSCSI target, expansion and volume copy
 //!   jobs (each only when the array has the feature), fault injection (including "422 but
 //!   created"), latency and an fsynced state file.
+//! - `nexentastor`: a NexentaStor 5 NEF REST server (docs/wire-notes.md#the-nexentastor-simulator):
+//!   login tokens that expire, pools, read-only volume groups, zvols, snapshots, clones and
+//!   promote, iSCSI targets with CHAP, target and host groups, LUN mappings, 202 + job polling,
+//!   offset/limit paging with `next` links, fault injection, latency, and a state file two
+//!   instances share as an HA pair (with a control listener to take one down).
 //!
 //! Simulators run in-process from tests (`OntapSim::start` on `127.0.0.1:0`) or as the
 //! `storch-sim` binary.
@@ -21,6 +26,7 @@
 pub mod cli;
 pub mod eseries;
 pub mod http;
+pub mod nexentastor;
 pub mod ontap;
 pub mod solidfire;
 
@@ -142,8 +148,18 @@ impl Listening {
         tls: Option<(SelfSigned, PathBuf)>,
         handler: Handler,
     ) -> Result<Listening, SimError> {
+        Listening::start_gated(listen, tls, handler, None).await
+    }
+
+    /// [`Listening::start`] behind a gate ([`Server::start_gated`]: `true` = down).
+    pub async fn start_gated(
+        listen: SocketAddr,
+        tls: Option<(SelfSigned, PathBuf)>,
+        handler: Handler,
+        gate: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> Result<Listening, SimError> {
         let (cert, cert_path) = tls.unzip();
-        let server = Server::start(listen, cert.as_ref(), handler)
+        let server = Server::start_gated(listen, cert.as_ref(), handler, gate)
             .await
             .map_err(|source| SimError::Listen {
                 addr: listen,
