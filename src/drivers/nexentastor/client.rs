@@ -25,7 +25,9 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Error codes that are the appliance's own decision: a 5xx carrying one of them is an
 /// answer, not a reason to try the next HA endpoint.
-const APPLIANCE_CODES: &[&str] = &["EEXIST", "ENOENT", "EBUSY", "EBADARG", "EINVAL", "EAUTH"];
+const APPLIANCE_CODES: &[&str] = &[
+    "EEXIST", "ENOENT", "EBUSY", "EBADARG", "EINVAL", "EAUTH", "ENOSPC",
+];
 
 /// A NEF call that did not pass. Messages name the call and never carry credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,7 +103,7 @@ impl NefError {
             NefError::Api { code, status, .. } => match code.as_str() {
                 "EEXIST" => DriverError::AlreadyExists(msg),
                 "ENOENT" => DriverError::NotFound(msg),
-                "EBUSY" => DriverError::Conflict(msg),
+                "EBUSY" | "ENOSPC" => DriverError::Conflict(msg),
                 "EBADARG" | "EINVAL" => DriverError::Invalid(msg),
                 "EAUTH" => DriverError::Invalid(format!("{msg}: check username and password")),
                 _ if *status >= 500 || *status == 429 => DriverError::Unavailable(msg),

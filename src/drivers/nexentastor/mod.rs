@@ -297,7 +297,7 @@ impl StorageDriver for NexentaDriver {
         let path = format!("{vg}/{}", req.internal_name);
         let temporary = req.source_snapshot.is_none();
         if temporary {
-            self.make_snapshot(&snap).await?;
+            self.make_snapshot(&snap, true).await?;
         } else if self.snapshot(&snap).await?.is_none() {
             return Err(DriverError::NotFound(format!(
                 "snapshot {} of volume {} not found",
@@ -336,11 +336,12 @@ impl StorageDriver for NexentaDriver {
                 let Some(z) = self.zvol(&path).await? else {
                     return Ok(None);
                 };
-                if z.volume_size != req.size_bytes {
+                let planned = volumes::rounded(req.size_bytes);
+                if z.volume_size != planned {
                     return Err(DriverError::Conflict(format!(
-                        "volume {name} exists but its volumeSize is {}, planned {}; it is not \
-                         adopted and left as it is",
-                        z.volume_size, req.size_bytes
+                        "volume {name} exists but its volumeSize is {}, planned {planned}; it is \
+                         not adopted and left as it is",
+                        z.volume_size
                     )));
                 }
                 if let Some(sparse) = z.sparse_volume
@@ -418,7 +419,7 @@ impl StorageDriver for NexentaDriver {
             )));
         }
         let s = self
-            .make_snapshot(&format!("{}@{snapshot}", z.path))
+            .make_snapshot(&format!("{}@{snapshot}", z.path), false)
             .await?;
         Ok(self.snapshot_info(internal_name, &s, z.volume_size))
     }

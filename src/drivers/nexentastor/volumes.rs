@@ -19,6 +19,15 @@ use crate::model::AccessInfo;
 /// The snapshot a clone from a volume (not from a snapshot) is made from.
 pub const CLONE_SNAPSHOT_PREFIX: &str = "storch-clone-";
 
+/// The block size of the zvols storch makes; sizes are rounded up to a multiple of it (a
+/// zvol's size must be one).
+pub const BLOCK_SIZE: u64 = 8192;
+
+/// `size` rounded up to a multiple of [`BLOCK_SIZE`].
+pub fn rounded(size: u64) -> u64 {
+    size.div_ceil(BLOCK_SIZE).saturating_mul(BLOCK_SIZE)
+}
+
 /// How often a delete whose snapshots have clones promotes a clone and tries again.
 const PROMOTE_RETRIES: usize = 3;
 
@@ -79,9 +88,9 @@ impl NexentaDriver {
     ) -> DriverResult<()> {
         let body = serde_json::to_value(CreateZvol {
             path,
-            volume_size: size,
+            volume_size: rounded(size),
             sparse_volume: sparse,
-            volume_block_size: None,
+            volume_block_size: Some(BLOCK_SIZE),
         })
         .map_err(|e| DriverError::Other(e.to_string()))?;
         self.client
@@ -92,6 +101,10 @@ impl NexentaDriver {
     }
 
     pub(super) async fn resize_zvol(&self, z: &Zvol, size: u64) -> DriverResult<()> {
+        let size = match z.volume_block_size.filter(|b| *b > 0) {
+            Some(b) => size.div_ceil(b).saturating_mul(b),
+            None => rounded(size),
+        };
         if size < z.volume_size {
             return Err(DriverError::Invalid(format!(
                 "invalid size: volume {} has {} bytes; a zvol cannot shrink to {size}",
@@ -185,15 +198,15 @@ impl NexentaDriver {
         }
     }
 
-    /// `POST storage/snapshots`; an existing one is kept.
-    pub(super) async fn make_snapshot(&self, path: &str) -> DriverResult<Snapshot> {
+    /// `POST storage/snapshots`; an existing one is `AlreadyExists`, or kept with `reuse`.
+    pub(super) async fn make_snapshot(&self, path: &str, reuse: bool) -> DriverResult<Snapshot> {
         match self
             .client
             .post("storage/snapshots", &json!({"path": path}))
             .await
         {
             Ok(_) => {}
-            Err(e) if e.is_code("EEXIST") => {}
+            Err(e) if reuse && e.is_code("EEXIST") => {}
             Err(e) => return Err(nef(e)),
         }
         self.snapshot(path).await?.ok_or_else(|| {

@@ -379,7 +379,8 @@ async fn create_polls_the_job_and_maps_the_lun() {
     assert!(v.access.iscsi_username.is_empty());
     assert_eq!(
         a.body("POST /storage/volumes"),
-        json!({"path": "tank/csi/v1", "volumeSize": 1u64 << 30, "sparseVolume": true})
+        json!({"path": "tank/csi/v1", "volumeSize": 1u64 << 30, "sparseVolume": true,
+            "volumeBlockSize": 8192})
     );
     assert_eq!(a.count("GET /jobStatus/2d1f4c"), 3);
     assert_eq!(

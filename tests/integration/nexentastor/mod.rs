@@ -2,3 +2,4 @@
 //! (`canned`).
 
 mod canned;
+mod conformance;
