@@ -2,7 +2,8 @@
 //! documents ([`fake_backend`]), waiting for background work ([`eventually`]), the REST server
 //! in-process ([`http`]) and as a child process ([`server`]), the fake Kubernetes API
 //! ([`fake_kube`]) and a storch with its Kubernetes frontend on it ([`kube_env`]), a real etcd
-//! ([`etcd`]), the ONTAP and SolidFire simulators ([`ontap`], [`solidfire`]), the `storch-sim`
+//! ([`etcd`]), the ONTAP, SolidFire and NexentaStor simulators ([`ontap`], [`solidfire`],
+//! [`nexentastor`]), the `storch-sim`
 //! binary as a child process ([`sim_process`]), the crash tests'
 //! load ([`load`]), and the two rules of a shared test process ([`heavy`],
 //! [`in_own_process`]).
@@ -13,6 +14,7 @@ pub mod fake_kube;
 pub mod http;
 pub mod kube_env;
 pub mod load;
+pub mod nexentastor;
 pub mod ontap;
 pub mod server;
 pub mod sim_process;

@@ -199,7 +199,7 @@ fn check_new_path(a: &Appliance, path: &str) -> Result<(), Fail> {
 }
 
 fn check_size(size: u64, block_size: u64) -> Result<(), Fail> {
-    if size == 0 || size % block_size != 0 {
+    if size == 0 || !size.is_multiple_of(block_size) {
         return Err(invalid(format!(
             "volumeSize {size} is not a positive multiple of the block size {block_size}"
         )));
