@@ -8,6 +8,7 @@
 
 mod canned;
 mod conformance;
+mod driver;
 mod san;
 mod sim;
 mod storage;
