@@ -9,6 +9,7 @@
 mod canned;
 mod conformance;
 mod driver;
+mod e2e;
 mod san;
 mod sim;
 mod storage;
