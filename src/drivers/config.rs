@@ -162,6 +162,23 @@ pub(crate) fn opt_str<'a>(
     }
 }
 
+/// `trustedCACertificate`: a PEM certificate (bundle) to trust besides the system's, or
+/// `None` when absent or empty.
+pub(crate) fn trusted_ca(obj: &Map<String, Value>) -> Result<Option<String>, DriverError> {
+    let pem = opt_str(obj, "trustedCACertificate")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if let Some(pem) = &pem
+        && !pem.contains("-----BEGIN CERTIFICATE-----")
+    {
+        return Err(DriverError::Invalid(
+            "invalid value for trustedCACertificate: expected a PEM certificate".into(),
+        ));
+    }
+    Ok(pem)
+}
+
 /// A credential: kept, sent only in the Authorization header, never shown.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);

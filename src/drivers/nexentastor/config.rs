@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::DRIVER_NAME;
-use crate::drivers::config::{Secret, as_object, opt_str, parse_bool, wrong_type};
+use crate::drivers::config::{Secret, as_object, opt_str, parse_bool, trusted_ca, wrong_type};
 use crate::drivers::{DriverError, DriverResult};
 use crate::model::Request;
 use crate::net::TlsOptions;
@@ -155,17 +155,7 @@ impl NexentaConfig {
             Some(other) => return Err(wrong_type("volumeGroups", "a list", Some(other))),
         }
         let verify = !flag(obj, "insecureSkipVerify", false)?;
-        let trusted_ca_pem = opt_str(obj, "trustedCACertificate")?
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        if let Some(pem) = &trusted_ca_pem
-            && !pem.contains("-----BEGIN CERTIFICATE-----")
-        {
-            return Err(DriverError::Invalid(
-                "invalid value for trustedCACertificate: expected a PEM certificate".into(),
-            ));
-        }
+        let trusted_ca_pem = trusted_ca(obj)?;
         if !verify {
             tracing::warn!(endpoints = ?endpoints, "insecureSkipVerify is true: the appliance's certificate is not checked");
         }

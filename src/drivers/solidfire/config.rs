@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::wire::Qos;
-use crate::drivers::config::{Secret, as_object, field, opt_str, parse_bool, wrong_type};
+use crate::drivers::config::{
+    Secret, as_object, field, opt_str, parse_bool, trusted_ca, wrong_type,
+};
 use crate::drivers::{CommonConfig, DriverError, DriverResult};
 use crate::net::{TlsOptions, Url};
 
@@ -121,17 +123,7 @@ impl SolidFireConfig {
             None | Some(Value::Null) => true,
             Some(v) => parse_bool("tlsVerify", v)?,
         };
-        let trusted_ca_pem = opt_str(obj, "trustedCACertificate")?
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        if let Some(pem) = &trusted_ca_pem
-            && !pem.contains("-----BEGIN CERTIFICATE-----")
-        {
-            return Err(DriverError::Invalid(
-                "invalid value for trustedCACertificate: expected a PEM certificate".into(),
-            ));
-        }
+        let trusted_ca_pem = trusted_ca(obj)?;
         if !verify {
             tracing::warn!(endpoint = %ep.url, "tlsVerify is false: the cluster's certificate is not checked");
         }

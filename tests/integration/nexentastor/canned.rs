@@ -220,29 +220,38 @@ const IQN: &str = "iqn.2005-07.com.nexenta:01:csi";
 const IQN_ESC: &str = "iqn.2005-07.com.nexenta%3A01%3Acsi";
 const SLOW: Duration = Duration::from_secs(60);
 
-/// The answers of a create with the fixed target `IQN` in `tg1`, LUN 3.
-fn fixed_create(name: &str) -> Vec<(&'static str, u16, Value)> {
-    let _ = name;
-    vec![
-        ("GET /san/lunMappings", 200, data(vec![])),
+/// The answers of mapping zvol `vol` as LUN `lun` to the existing target group `group` of
+/// target `iqn`: no mapping yet, (for a dynamic allocation, the listing it reads,) the new
+/// mapping, the target, the group, the create; then the zvol.
+fn mapped(
+    vol: &str,
+    group: &str,
+    iqn: &str,
+    lun: i64,
+    all: Option<Vec<Value>>,
+) -> Vec<(&'static str, u16, Value)> {
+    let group_key: &'static str =
+        Box::leak(format!("GET /san/targetgroups/{group}").into_boxed_str());
+    let mut out = vec![("GET /san/lunMappings", 200, data(vec![]))];
+    if let Some(all) = all {
+        out.push(("GET /san/lunMappings", 200, data(all)));
+    }
+    out.extend([
         (
             "GET /san/lunMappings",
             200,
-            data(vec![mapping("m1", "v1", "tg1", 3)]),
+            data(vec![mapping("m1", vol, group, lun)]),
         ),
         (
             "GET /san/iscsi/targets",
             200,
-            data(vec![target(IQN, "none")]),
+            data(vec![target(iqn, "none")]),
         ),
-        (
-            "GET /san/targetgroups/tg1",
-            200,
-            json!({"name": "tg1", "members": [IQN]}),
-        ),
+        (group_key, 200, json!({"name": group, "members": [iqn]})),
         ("POST /san/lunMappings", 201, Value::Null),
-        ("GET /storage/volumes", 200, data(vec![zvol("v1")])),
-    ]
+        ("GET /storage/volumes", 200, data(vec![zvol(vol)])),
+    ]);
+    out
 }
 
 #[tokio::test]
@@ -364,7 +373,7 @@ async fn create_polls_the_job_and_maps_the_lun() {
         ("GET /jobStatus/2d1f4c", 202, job("2d1f4c")),
         ("GET /jobStatus/2d1f4c", 201, Value::Null),
     ];
-    answers.extend(fixed_create("v1"));
+    answers.extend(mapped("v1", "tg1", IQN, 3, None));
     let a = Nef::start("a", &cert, answers).await;
     let d = driver(&config(&[a.url()], &cert, json!({})), 100, SLOW);
     let v = d.create(&req("v1", "tank/csi", 1 << 30)).await.unwrap();
@@ -627,37 +636,10 @@ async fn dynamic_targets_fill_up_to_num_of_luns_per_target() {
     let t0 = "iqn.2005-07.com.nexenta:01:dyn-0";
     let t1 = "iqn.2005-07.com.nexenta:01:dyn-1";
     // Below the boundary: dyn-tg-0 has one LUN, so the next goes there too.
-    let a = Nef::start(
-        "a",
-        &cert,
-        vec![
-            ("POST /storage/volumes", 201, Value::Null),
-            ("GET /san/lunMappings", 200, data(vec![])),
-            (
-                "GET /san/lunMappings",
-                200,
-                data(vec![mapping("m1", "v1", "dyn-tg-0", 0)]),
-            ),
-            (
-                "GET /san/lunMappings",
-                200,
-                data(vec![mapping("m2", "v2", "dyn-tg-0", 1)]),
-            ),
-            (
-                "GET /san/iscsi/targets",
-                200,
-                data(vec![target(t0, "none")]),
-            ),
-            (
-                "GET /san/targetgroups/dyn-tg-0",
-                200,
-                json!({"name": "dyn-tg-0", "members": [t0]}),
-            ),
-            ("POST /san/lunMappings", 201, Value::Null),
-            ("GET /storage/volumes", 200, data(vec![zvol("v2")])),
-        ],
-    )
-    .await;
+    let mut answers = vec![("POST /storage/volumes", 201, Value::Null)];
+    let all = vec![mapping("m0", "v1", "dyn-tg-0", 0)];
+    answers.extend(mapped("v2", "dyn-tg-0", t0, 1, Some(all)));
+    let a = Nef::start("a", &cert, answers).await;
     let d = driver(&config(&[a.url()], &cert, dynamic.clone()), 100, SLOW);
     let v = d.create(&req("v2", "tank/csi", 1 << 30)).await.unwrap();
     assert_eq!(v.access.iscsi_target_iqn, t0);
@@ -795,7 +777,7 @@ async fn chap_is_set_on_the_target() {
         ),
     ];
     answers.extend(
-        fixed_create("v1")
+        mapped("v1", "tg1", IQN, 3, None)
             .into_iter()
             .filter(|(k, _, _)| *k != "GET /san/iscsi/targets"),
     );
@@ -827,42 +809,22 @@ async fn a_clone_of_a_volume_goes_through_a_snapshot_removed_with_it() {
     let clone_key = format!("POST /storage/snapshots/{snap_esc}/clone");
     let get_snap = format!("GET /storage/snapshots/{snap_esc}");
     let del_snap = format!("DELETE /storage/snapshots/{snap_esc}");
-    let a = Nef::start(
-        "a",
-        &cert,
-        vec![
-            ("GET /storage/volumes", 200, data(vec![zvol("v1")])),
-            ("GET /storage/volumes", 200, data(vec![zvol("c1")])),
-            ("GET /storage/volumes", 200, data(vec![zvol("v1")])),
-            ("GET /storage/volumes", 200, data(vec![zvol("c1")])),
-            ("POST /storage/snapshots", 201, Value::Null),
-            (get_snap.as_str(), 200, snap_obj.clone()),
-            (clone_key.as_str(), 202, job("j9")),
-            ("GET /jobStatus/j9", 201, Value::Null),
-            ("GET /san/lunMappings", 200, data(vec![])),
-            (
-                "GET /san/lunMappings",
-                200,
-                data(vec![mapping("m1", "c1", "tg1", 4)]),
-            ),
-            (
-                "GET /san/iscsi/targets",
-                200,
-                data(vec![target(IQN, "none")]),
-            ),
-            (
-                "GET /san/targetgroups/tg1",
-                200,
-                json!({"name": "tg1", "members": [IQN]}),
-            ),
-            ("POST /san/lunMappings", 201, Value::Null),
-            ("DELETE /san/lunMappings/m1", 200, Value::Null),
-            ("DELETE /storage/volumes/tank%2Fcsi%2Fc1", 200, Value::Null),
-            ("GET /storage/snapshots", 200, data(vec![snap_obj])),
-            (del_snap.as_str(), 200, Value::Null),
-        ],
-    )
-    .await;
+    let mut answers = vec![
+        ("GET /storage/volumes", 200, data(vec![zvol("v1")])),
+        ("GET /storage/volumes", 200, data(vec![zvol("c1")])),
+        ("GET /storage/volumes", 200, data(vec![zvol("v1")])),
+        ("GET /storage/volumes", 200, data(vec![zvol("c1")])),
+        ("POST /storage/snapshots", 201, Value::Null),
+        (get_snap.as_str(), 200, snap_obj.clone()),
+        (clone_key.as_str(), 202, job("j9")),
+        ("GET /jobStatus/j9", 201, Value::Null),
+        ("DELETE /san/lunMappings/m1", 200, Value::Null),
+        ("DELETE /storage/volumes/tank%2Fcsi%2Fc1", 200, Value::Null),
+        ("GET /storage/snapshots", 200, data(vec![snap_obj])),
+        (del_snap.as_str(), 200, Value::Null),
+    ];
+    answers.extend(mapped("c1", "tg1", IQN, 4, None));
+    let a = Nef::start("a", &cert, answers).await;
     let d = driver(&config(&[a.url()], &cert, json!({})), 100, SLOW);
     let v = d.clone_volume(&clone_req("c1", "v1", None)).await.unwrap();
     assert_eq!(v.internal_name, "c1");

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use storch::drivers::conformance::{self, ConformanceOptions};
 use storch::drivers::nexentastor::NexentaDriver;
 use storch::drivers::{CommonConfig, StorageDriver};
-use storch::sim::nexentastor::{NexentaSim, SimOptions, Tuning, VolumeGroupSpec};
+use storch::sim::nexentastor::{DEFAULT_PASSWORD, NexentaSim, SimOptions, Tuning, VolumeGroupSpec};
 
 const GIB: u64 = 1 << 30;
 
@@ -27,22 +27,27 @@ async fn sim(dir: &std::path::Path) -> NexentaSim {
     .unwrap()
 }
 
-fn driver(sim: &NexentaSim, extra: Value) -> NexentaDriver {
-    let mut doc = json!({
+/// A driver on the simulator(s) at `rest_ip` (trusting `ca_pem`): volume group `tank/csi`,
+/// data address 192.0.2.40, small pages; `extra` merged over that.
+pub(super) fn sim_driver(rest_ip: &str, ca_pem: &str, extra: Value) -> NexentaDriver {
+    let doc = json!({
         "version": 1, "storageDriverName": "nexentastor-iscsi", "backendName": "nx",
-        "restIp": sim.url(), "username": "admin", "password": "nexenta123",
+        "restIp": rest_ip, "username": "admin", "password": DEFAULT_PASSWORD,
         "defaultDataIp": "192.0.2.40", "defaultVolumeGroup": "tank/csi",
-        "defaultTarget": "iqn.2005-07.com.nexenta:01:conformance",
-        "defaultTargetGroup": "conformance-tg",
-        "trustedCACertificate": sim.ca_pem().unwrap(),
+        "trustedCACertificate": ca_pem,
     });
-    for (k, v) in extra.as_object().unwrap() {
-        doc[k] = v.clone();
-    }
+    let doc = storch::drivers::testing::merged(doc, extra);
     let common = CommonConfig::parse(&doc).unwrap();
     NexentaDriver::from_config(&doc, &common)
         .unwrap()
         .tune_client(2, Duration::from_secs(30))
+}
+
+fn driver(sim: &NexentaSim, extra: Value) -> NexentaDriver {
+    let fixed = json!({"defaultTarget": "iqn.2005-07.com.nexenta:01:conformance",
+        "defaultTargetGroup": "conformance-tg"});
+    let doc = storch::drivers::testing::merged(fixed, extra);
+    sim_driver(&sim.url(), sim.ca_pem().unwrap(), doc)
 }
 
 fn opts() -> ConformanceOptions {

@@ -3,13 +3,10 @@
 //! expiring mid-run, adoption of what an interrupted create or clone left (only as planned),
 //! and deletes of volumes whose snapshots have clones.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use storch::drivers::nexentastor::NexentaDriver;
 use storch::drivers::testing::{clone_req, req};
-use storch::drivers::{CommonConfig, DriverError, PlannedVolume, StorageDriver};
-use storch::sim::nexentastor::DEFAULT_PASSWORD;
+use storch::drivers::{DriverError, PlannedVolume, StorageDriver};
 
 use crate::support::nexentastor::{NexentaSim, esc};
 
@@ -17,21 +14,11 @@ const GIB: u64 = 1 << 30;
 
 fn driver(sims: &[&NexentaSim], extra: Value) -> NexentaDriver {
     let urls: Vec<String> = sims.iter().map(|s| s.url.clone()).collect();
-    let mut doc = json!({
-        "version": 1, "storageDriverName": "nexentastor-iscsi", "backendName": "nx",
-        "restIp": urls.join(","), "username": "admin", "password": DEFAULT_PASSWORD,
-        "defaultDataIp": "192.0.2.40", "defaultVolumeGroup": "tank/csi",
-        "dynamicTargetLunAllocation": true,
-        // Each node has its own certificate: trust them all.
-        "trustedCACertificate": sims.iter().map(|s| s.ca_pem()).collect::<Vec<_>>().join("\n"),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        doc[k] = v.clone();
-    }
-    let common = CommonConfig::parse(&doc).unwrap();
-    NexentaDriver::from_config(&doc, &common)
-        .unwrap()
-        .tune_client(3, Duration::from_secs(30))
+    // Each node has its own certificate: trust them all.
+    let pems: Vec<String> = sims.iter().map(|s| s.ca_pem()).collect();
+    let dynamic = json!({"dynamicTargetLunAllocation": true});
+    let extra = storch::drivers::testing::merged(dynamic, extra);
+    super::conformance::sim_driver(&urls.join(","), &pems.join("\n"), extra)
 }
 
 #[tokio::test]

@@ -125,18 +125,13 @@ async fn create_backend_takes_the_seed_map_file() {
     let server = Server::start(&tmp.path().join("data"), &[]);
     let c = storch::net::client();
     server.wait_ready(&c).await;
-    let out = crate::cli::storch(
-        &[
-            "--server",
-            &server.url,
-            "create",
-            "backend",
-            "-f",
-            map.to_str().unwrap(),
-        ],
-        &[],
-        None,
-    );
+    let create = || {
+        let args = ["--server", &server.url, "create", "backend", "-f"];
+        let mut args = args.to_vec();
+        args.push(map.to_str().unwrap());
+        crate::cli::storch(&args, &[], None)
+    };
+    let out = create();
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout.contains("nexstor-1") && out.stdout.contains("nexstor-2"),
@@ -150,18 +145,7 @@ async fn create_backend_takes_the_seed_map_file() {
         "nexentastor_map:\n  nx3:\n    restIp: https://h\n    usernme: a\n",
     )
     .unwrap();
-    let out = crate::cli::storch(
-        &[
-            "--server",
-            &server.url,
-            "create",
-            "backend",
-            "-f",
-            map.to_str().unwrap(),
-        ],
-        &[],
-        None,
-    );
+    let out = create();
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("usernme"), "{}", out.stderr);
 }
