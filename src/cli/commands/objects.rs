@@ -62,7 +62,13 @@ pub async fn create(ctx: &Ctx, kind: CreateKind) -> CliResult<()> {
             let doc = read_document(&file)?;
             // The seed's `nexentastor_map` file holds one backend per entry.
             let docs = match crate::drivers::nexentastor::expand_map(&doc) {
-                Some(docs) => docs.map_err(|e| CliError::Input(format!("could not parse: {e}")))?,
+                Some(docs) => docs.map_err(|e| {
+                    let shown = file.file.as_ref().map(|p| p.display().to_string());
+                    CliError::Input(format!(
+                        "could not parse {}: {e}",
+                        shown.unwrap_or_else(|| "stdin".into())
+                    ))
+                })?,
                 None => vec![doc],
             };
             let mut items = Vec::new();

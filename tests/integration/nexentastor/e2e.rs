@@ -148,4 +148,13 @@ async fn create_backend_takes_the_seed_map_file() {
     let out = create();
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("usernme"), "{}", out.stderr);
+    // A map without entries: refused before anything is sent, naming the file and the key.
+    std::fs::write(&map, "nexentastor_map: {}\n").unwrap();
+    let out = create();
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("nexentastor_map.yaml") && out.stderr.contains("nexentastor_map:"),
+        "{}",
+        out.stderr
+    );
 }
