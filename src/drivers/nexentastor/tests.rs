@@ -285,6 +285,16 @@ fn the_example_map_file_is_a_config_file() {
         .map(|b| b["backendName"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["nexstor-1", "nexstor-2"]);
+    // The single backend file and the classes of the same folder.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/nexentastor");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("backend.json")).unwrap()).unwrap();
+    let built = crate::drivers::build_driver(&doc).unwrap();
+    assert_eq!(built.common.backend_name.as_deref(), Some("nexstor-1"));
+    for class in ["storage-class-thin.json", "storage-class-thick.json"] {
+        let text = std::fs::read(dir.join(class)).unwrap();
+        crate::model::StorageClassConfig::from_json(&text).unwrap();
+    }
     // An entry with a bad key stops the file, naming the entry and the key.
     let err = crate::config::FileConfig::parse(
         Path::new("m.yaml"),
