@@ -13,6 +13,9 @@
 //! storageClasses:    # storage classes exactly as for POST /trident/v1/storageclass
 //!   - {name: fast, attributes: {media: ssd}}
 //! ```
+//!
+//! The NexentaStor CSI driver's whole `nexentastor_map` file is accepted too: one
+//! `nexentastor-iscsi` backend per entry, named after it (see `drivers::nexentastor::config`).
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +64,17 @@ impl FileConfig {
     /// Parses the text of a config file (`path` only names it).
     pub fn parse(path: &Path, text: &str) -> Result<FileConfig, String> {
         let doc = crate::yaml::parse(text)?;
+        // The seed CSI driver's `nexentastor_map` file: one backend per entry.
+        if let Some(backends) = crate::drivers::nexentastor::expand_map(&doc) {
+            let mut backends = backends?;
+            check_backends(&mut backends)?;
+            return Ok(FileConfig {
+                path: path.to_path_buf(),
+                server: ServerSection::default(),
+                backends,
+                storage_classes: Vec::new(),
+            });
+        }
         let doc = match doc {
             Value::Null => serde_json::Map::new(),
             Value::Object(map) => map,
@@ -86,15 +100,7 @@ impl FileConfig {
             }
         };
         let mut backends = list("backends")?;
-        for (i, b) in backends.iter_mut().enumerate() {
-            if !b.is_object() {
-                return Err(format!("backends[{i}]: expected a backend config mapping"));
-            }
-            absolute_paths(b).map_err(|e| format!("backends[{i}]: {e}"))?;
-            // Validate the driver config now (nothing contacts an array here), so a bad file
-            // stops at start and a bad reload changes nothing.
-            crate::drivers::build_driver(b).map_err(|e| format!("backends[{i}]: {e}"))?;
-        }
+        check_backends(&mut backends)?;
         let storage_classes = list("storageClasses")?
             .into_iter()
             .enumerate()
@@ -118,6 +124,24 @@ impl FileConfig {
             storage_classes: self.storage_classes.clone(),
         }
     }
+}
+
+/// Checks every backend config of a file and makes its paths absolute.
+fn check_backends(backends: &mut [Value]) -> Result<(), String> {
+    for (i, b) in backends.iter_mut().enumerate() {
+        let at = match b.get("backendName").and_then(Value::as_str) {
+            Some(name) => format!("backends[{i}] ({name})"),
+            None => format!("backends[{i}]"),
+        };
+        if !b.is_object() {
+            return Err(format!("{at}: expected a backend config mapping"));
+        }
+        absolute_paths(b).map_err(|e| format!("{at}: {e}"))?;
+        // Validate the driver config now (nothing contacts an array here), so a bad file
+        // stops at start and a bad reload changes nothing.
+        crate::drivers::build_driver(b).map_err(|e| format!("{at}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Makes the file paths of a backend config absolute (relative to the current directory), so

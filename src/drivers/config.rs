@@ -162,6 +162,23 @@ pub(crate) fn opt_str<'a>(
     }
 }
 
+/// `trustedCACertificate`: a PEM certificate (bundle) to trust besides the system's, or
+/// `None` when absent or empty.
+pub(crate) fn trusted_ca(obj: &Map<String, Value>) -> Result<Option<String>, DriverError> {
+    let pem = opt_str(obj, "trustedCACertificate")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if let Some(pem) = &pem
+        && !pem.contains("-----BEGIN CERTIFICATE-----")
+    {
+        return Err(DriverError::Invalid(
+            "invalid value for trustedCACertificate: expected a PEM certificate".into(),
+        ));
+    }
+    Ok(pem)
+}
+
 /// A credential: kept, sent only in the Authorization header, never shown.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -199,23 +216,6 @@ pub(crate) fn parse_bool(key: &str, v: &Value) -> Result<bool, DriverError> {
         }),
         other => Err(wrong_type(key, "a boolean", Some(other))),
     }
-}
-
-/// `trustedCACertificate`: PEM text to trust instead of the system roots, `None` when absent
-/// or empty; anything but a PEM certificate is an error naming the field.
-pub(crate) fn trusted_ca(obj: &Map<String, Value>) -> Result<Option<String>, DriverError> {
-    let pem = opt_str(obj, "trustedCACertificate")?
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    if let Some(p) = &pem
-        && !p.contains("-----BEGIN CERTIFICATE-----")
-    {
-        return Err(DriverError::Invalid(
-            "invalid value for trustedCACertificate: expected a PEM certificate".into(),
-        ));
-    }
-    Ok(pem)
 }
 
 /// An optional duration field (`30s`, `2m`): `default` when absent; zero or unreadable is an

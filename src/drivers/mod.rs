@@ -11,7 +11,8 @@
 //! - `conformance/`: the suite every driver runs.
 //! - `testing.rs`: helpers shared by the drivers' tests.
 //! - `locks.rs`: one async lock per volume name, for arrays that cannot make a create atomic.
-//! - `fake/`, `local/`, `ontap/`, `solidfire/`, `eseries/`: one folder per family, each with `mod.rs` (the trait impl
+//! - `fake/`, `local/`, `ontap/`, `solidfire/`, `eseries/`, `nexentastor/`: one folder per family,
+//!   each with `mod.rs` (the trait impl
 //!   and its conformance run), `config.rs`, `client.rs` (array I/O), `wire.rs` (encodings)
 //!   and what the family needs beyond that.
 
@@ -21,6 +22,7 @@ pub mod fake;
 pub mod limit;
 pub mod local;
 pub(crate) mod locks;
+pub mod nexentastor;
 pub mod ontap;
 pub mod registry;
 pub mod solidfire;

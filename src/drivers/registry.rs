@@ -5,14 +5,12 @@ use std::sync::Arc;
 use super::eseries::{self, EseriesDriver};
 use super::fake::{self, FakeDriver};
 use super::local::{self, LocalDriver};
+use super::nexentastor::{self, NexentaDriver};
 use super::ontap::OntapDriver;
 use super::ontap::config::Variant;
 use super::solidfire::{self, SolidFireDriver};
 use super::{Attachment, CommonConfig, DriverError, StorageDriver};
 use crate::model::AccessInfo;
-
-/// Trident driver names that this build knows but cannot serve yet.
-pub const UNAVAILABLE_DRIVERS: &[&str] = &["nexentastor-iscsi"];
 
 /// A driver built from a backend config, with the backend name it reports.
 #[derive(Debug, Clone)]
@@ -37,11 +35,7 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         solidfire::DRIVER_NAME => Arc::new(SolidFireDriver::from_config(doc, &common)?),
         eseries::DRIVER_NAME => Arc::new(EseriesDriver::from_config(doc, &common)?),
-        name if UNAVAILABLE_DRIVERS.contains(&name) => {
-            return Err(DriverError::Unsupported(format!(
-                "storage driver {name} is not available in this build"
-            )));
-        }
+        nexentastor::DRIVER_NAME => Arc::new(NexentaDriver::from_config(doc, &common)?),
         name => {
             return Err(DriverError::Invalid(format!(
                 "unknown storage driver: {name}"
@@ -61,6 +55,7 @@ pub fn attachment(driver: &str, access: &AccessInfo) -> Option<Attachment> {
         local::DRIVER_NAME => Some(local::ATTACHMENT),
         solidfire::DRIVER_NAME => Some(solidfire::ATTACHMENT),
         eseries::DRIVER_NAME => Some(eseries::ATTACHMENT),
+        nexentastor::DRIVER_NAME => Some(nexentastor::ATTACHMENT),
         name => Variant::from_driver_name(name).map(Variant::attachment),
     }
 }
@@ -81,13 +76,17 @@ mod tests {
         for name in ["ontap-nas", "ontap-nas-economy", "ontap-nas-flexgroup"] {
             assert_eq!(attachment(name, &nfs), Some(Attachment::Nfs), "{name}");
         }
-        for name in ["ontap-san", "solidfire-san", "eseries-iscsi"] {
+        for name in [
+            "ontap-san",
+            "solidfire-san",
+            "eseries-iscsi",
+            "nexentastor-iscsi",
+        ] {
             assert_eq!(attachment(name, &iscsi), Some(Attachment::Iscsi), "{name}");
         }
         assert_eq!(attachment("fake", &nfs), Some(Attachment::Nfs));
         assert_eq!(attachment("fake", &iscsi), Some(Attachment::Iscsi));
         assert_eq!(attachment("local", &nfs), Some(Attachment::LocalPath));
-        assert_eq!(attachment("nexentastor-iscsi", &iscsi), None);
         assert_eq!(attachment("tape", &nfs), None);
     }
 
@@ -158,21 +157,6 @@ mod tests {
                 )
             }
             other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn trident_drivers_not_in_this_build_are_unsupported() {
-        for name in UNAVAILABLE_DRIVERS {
-            match build_driver(&json!({"version": 1, "storageDriverName": name})) {
-                Err(DriverError::Unsupported(msg)) => {
-                    assert_eq!(
-                        msg,
-                        format!("storage driver {name} is not available in this build")
-                    )
-                }
-                other => panic!("{name}: {other:?}"),
-            }
         }
     }
 

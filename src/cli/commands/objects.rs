@@ -60,8 +60,26 @@ pub async fn create(ctx: &Ctx, kind: CreateKind) -> CliResult<()> {
     match kind {
         CreateKind::Backend(file) => {
             let doc = read_document(&file)?;
-            let name = add(ctx, &BACKEND, &doc).await?;
-            show_one(ctx, &BACKEND, &name).await
+            // The seed's `nexentastor_map` file holds one backend per entry.
+            let docs = match crate::drivers::nexentastor::expand_map(&doc) {
+                Some(docs) => docs.map_err(|e| {
+                    let shown = file.file.as_ref().map(|p| p.display().to_string());
+                    CliError::Input(format!(
+                        "could not parse {}: {e}",
+                        shown.unwrap_or_else(|| "stdin".into())
+                    ))
+                })?,
+                None => vec![doc],
+            };
+            let mut items = Vec::new();
+            for doc in &docs {
+                let name = add(ctx, &BACKEND, doc).await?;
+                let item = get_one(ctx, &BACKEND, &name)
+                    .await
+                    .map_err(|e| CliError::rest(format!("could not get backend {name}"), e))?;
+                items.push(item);
+            }
+            ctx.print(BACKEND.kind, &items)
         }
         CreateKind::StorageClass(file) => {
             let doc = read_document(&file)?;
