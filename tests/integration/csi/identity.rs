@@ -1,0 +1,150 @@
+//! Identity (ID-1..3) and the Controller's capabilities (CT-1), plus start-up and shutdown of
+//! the socket.
+
+use storch::csi::proto::controller_service_capability::rpc::Type as Rpc;
+use storch::csi::proto::plugin_capability::{Type as PluginType, service};
+use storch::csi::proto::{
+    ControllerGetCapabilitiesRequest, ControllerPublishVolumeRequest, GetPluginCapabilitiesRequest,
+    GetPluginInfoRequest, ProbeRequest,
+};
+
+use super::{Csi, code};
+
+/// ID-1: a non-empty name of at most 63 characters with letters at both ends (the default,
+/// then one given with --csi-driver-name), and a vendor version.
+#[tokio::test]
+async fn plugin_info_names_the_driver() {
+    let csi = Csi::start().await;
+    let info = csi
+        .identity
+        .clone()
+        .get_plugin_info(GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "csi.storch.io");
+    assert!(!info.vendor_version.is_empty());
+    drop(csi);
+    let csi = Csi::start_with(&["--csi-driver-name", "csi.example.com"]).await;
+    let info = csi
+        .identity
+        .clone()
+        .get_plugin_info(GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "csi.example.com");
+}
+
+/// ID-2 and CT-1: only known types; the controller service and exactly the RPCs storch
+/// serves; no topology (backends declare none).
+#[tokio::test]
+async fn capabilities_are_known_and_truthful() {
+    let csi = Csi::start().await;
+    let caps = csi
+        .identity
+        .clone()
+        .get_plugin_capabilities(GetPluginCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .capabilities;
+    let mut services = Vec::new();
+    for c in &caps {
+        match c.r#type.as_ref().unwrap() {
+            PluginType::Service(s) => services.push(service::Type::try_from(s.r#type).unwrap()),
+            PluginType::VolumeExpansion(e) => assert_eq!(e.r#type, 1, "ONLINE"),
+        }
+    }
+    assert_eq!(services, [service::Type::ControllerService]);
+    let rpcs: Vec<Rpc> = csi
+        .controller
+        .clone()
+        .controller_get_capabilities(ControllerGetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .capabilities
+        .iter()
+        .map(|c| match c.r#type.as_ref().unwrap() {
+            storch::csi::proto::controller_service_capability::Type::Rpc(r) => {
+                Rpc::try_from(r.r#type).unwrap()
+            }
+        })
+        .collect();
+    assert_eq!(
+        rpcs,
+        [
+            Rpc::CreateDeleteVolume,
+            Rpc::ListVolumes,
+            Rpc::GetCapacity,
+            Rpc::CreateDeleteSnapshot,
+            Rpc::ListSnapshots,
+            Rpc::CloneVolume,
+            Rpc::ExpandVolume
+        ]
+    );
+    // SX-8: what is not advertised is UNIMPLEMENTED.
+    let publish = csi
+        .controller
+        .clone()
+        .controller_publish_volume(ControllerPublishVolumeRequest::default())
+        .await;
+    assert_eq!(code(publish), tonic::Code::Unimplemented);
+}
+
+/// ID-3: the leader is ready.
+#[tokio::test]
+async fn probe_is_ready_on_the_leader() {
+    let csi = Csi::start().await;
+    let probe = csi
+        .identity
+        .clone()
+        .probe(ProbeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(probe.ready, Some(true));
+}
+
+/// A stale socket file is replaced at start; a clean stop removes the socket; a path that
+/// is not a socket is refused with the flag named.
+#[tokio::test]
+async fn the_socket_is_replaced_when_stale_and_removed_at_stop() {
+    let mut csi = Csi::start().await;
+    assert!(csi.socket.exists());
+    csi.server.stop();
+    assert!(!csi.socket.exists(), "the socket is removed at stop");
+
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let endpoint = format!("unix://{}", stale.display());
+    let mut server = crate::support::Server::start_with(
+        &dir.path().join("d"),
+        &["--csi-endpoint", &endpoint],
+        &[],
+    );
+    let channel = super::connect(&stale).await;
+    let info = storch::csi::proto::identity_client::IdentityClient::new(channel)
+        .get_plugin_info(GetPluginInfoRequest {})
+        .await
+        .unwrap();
+    assert_eq!(info.into_inner().name, "csi.storch.io");
+    server.stop();
+
+    let file = dir.path().join("file.sock");
+    std::fs::write(&file, "x").unwrap();
+    let endpoint = format!("unix://{}", file.display());
+    let (mut child, log) =
+        crate::support::server::spawn(&dir.path().join("e"), &["--csi-endpoint", &endpoint], &[]);
+    assert!(!crate::support::server::exit_status(&mut child).success());
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(log.contains("CSI socket"), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "x",
+        "the file is left alone"
+    );
+}
