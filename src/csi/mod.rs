@@ -31,6 +31,9 @@ use crate::actors::Core;
 /// The default driver name (`GetPluginInfo.name`, the `CSIDriver` object's name).
 pub const DEFAULT_DRIVER_NAME: &str = "csi.storch.io";
 
+/// How long a stop waits for calls in progress before it drops the connections.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How `serve` runs the CSI frontend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiOptions {
@@ -111,13 +114,18 @@ impl CsiServer {
         Ok(CsiServer { socket, stop, task })
     }
 
-    /// Stops serving (calls in progress finish) and removes the socket file.
-    pub async fn shutdown(self) {
+    /// Stops serving and removes the socket file. Calls in progress get `SHUTDOWN_GRACE` to
+    /// finish; connections a client keeps open past it are dropped.
+    pub async fn shutdown(mut self) {
         let _ = self.stop.send(());
-        match self.task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "the CSI server failed"),
-            Err(e) => tracing::error!(error = %e, "the CSI server task failed"),
+        match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "the CSI server failed"),
+            Ok(Err(e)) => tracing::error!(error = %e, "the CSI server task failed"),
+            Err(_) => {
+                tracing::info!("CSI clients still connected; closing their connections");
+                self.task.abort();
+            }
         }
         if let Err(e) = std::fs::remove_file(&self.socket)
             && e.kind() != std::io::ErrorKind::NotFound

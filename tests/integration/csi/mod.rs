@@ -56,6 +56,7 @@ impl Csi {
         let mut args = vec!["--csi-endpoint", endpoint.as_str()];
         args.extend_from_slice(extra);
         let server = Server::start_with(&data, &args, &[]);
+        storch::net::install_crypto_provider();
         let http = reqwest::Client::new();
         server.wait_ready(&http).await;
         for (name, protocol, media) in [("nfs", "file", "ssd"), ("san", "block", "hdd")] {

@@ -163,6 +163,7 @@ async fn create_is_idempotent_by_name_and_delete_of_the_unknown_succeeds() {
     let name = unique("sized");
     let sized = CreateVolumeRequest {
         capacity_range: range(GIB10, 0),
+        parameters: params(&[("media", "ssd")]),
         ..create_request(&name)
     };
     let first = create_volume(&csi, sized.clone()).await.unwrap();
@@ -172,7 +173,7 @@ async fn create_is_idempotent_by_name_and_delete_of_the_unknown_succeeds() {
     // CT-9: the same name with another size or other parameters is ALREADY_EXISTS.
     let exact = CreateVolumeRequest {
         capacity_range: range(GIB10, GIB10),
-        ..create_request(&name)
+        ..sized.clone()
     };
     assert_eq!(
         create_volume(&csi, exact).await.unwrap().capacity_bytes,
@@ -180,7 +181,7 @@ async fn create_is_idempotent_by_name_and_delete_of_the_unknown_succeeds() {
     );
     let double = CreateVolumeRequest {
         capacity_range: range(2 * GIB10, 2 * GIB10),
-        ..create_request(&name)
+        ..sized.clone()
     };
     assert_eq!(code(create_volume(&csi, double).await), Code::AlreadyExists);
     let other = CreateVolumeRequest {
