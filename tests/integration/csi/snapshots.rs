@@ -109,7 +109,7 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
         snapshot_id: first.snapshot_id.clone(),
         ..Default::default()
     };
-    assert_eq!(list(&csi, by_id).await.0, [first.snapshot_id.clone()]);
+    assert_eq!(list(&csi, by_id).await.0, std::slice::from_ref(&first.snapshot_id));
     for unknown in ["non-existing-snapshot-id", "nope/nope"] {
         let r = ListSnapshotsRequest {
             snapshot_id: unknown.into(),
@@ -121,7 +121,7 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
         source_volume_id: b.clone(),
         ..Default::default()
     };
-    assert_eq!(list(&csi, by_source).await.0, [long.snapshot_id.clone()]);
+    assert_eq!(list(&csi, by_source).await.0, std::slice::from_ref(&long.snapshot_id));
     let unknown_source = ListSnapshotsRequest {
         source_volume_id: "nope".into(),
         ..Default::default()
@@ -151,7 +151,7 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
     }
     assert_eq!(
         list(&csi, ListSnapshotsRequest::default()).await.0,
-        [long.snapshot_id.clone()]
+        std::slice::from_ref(&long.snapshot_id)
     );
 }
 

@@ -543,6 +543,6 @@ async fn concurrent_creates_of_one_name_make_one_volume() {
             .volume_id,
     );
     ids.dedup();
-    assert_eq!(ids, [name.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&name));
     assert_eq!(list_all(&csi).await.len(), 1);
 }
