@@ -94,24 +94,7 @@ impl ControllerService {
                 "must be at most 128 bytes without control characters",
             ));
         }
-        let wanted = convert::wanted("volume_capabilities", &req.volume_capabilities)?;
-        let range = Range::parse("capacity_range", req.capacity_range.as_ref())?;
-        if let Some(t) = &req.accessibility_requirements
-            && !(t.requisite.is_empty() && t.preferred.is_empty())
-        {
-            return Err(invalid(
-                "accessibility_requirements",
-                "storch's backends declare no topology (VOLUME_ACCESSIBILITY_CONSTRAINTS is not \
-                 offered); leave it empty",
-            ));
-        }
-        if !req.mutable_parameters.is_empty() {
-            return Err(invalid(
-                "mutable_parameters",
-                "MODIFY_VOLUME is not offered",
-            ));
-        }
-        let params = Parameters::read(&req.parameters)?;
+        let (wanted, range, params) = check_create(&req)?;
         let source = self.content_source(req.volume_content_source.as_ref())?;
         let name = convert::object_name(&req.name);
         let _claim = self.in_flight.claim(format!("volume:{name}"))?;
@@ -509,6 +492,29 @@ impl ControllerService {
             node_expansion_required: how == Some(Attachment::Iscsi),
         })
     }
+}
+
+/// The capabilities, capacity range and parameters of a CreateVolume, checked; topology and
+/// mutable parameters must be empty (neither is offered).
+fn check_create(req: &CreateVolumeRequest) -> Result<(Wanted, Range, Parameters), Status> {
+    let wanted = convert::wanted("volume_capabilities", &req.volume_capabilities)?;
+    let range = Range::parse("capacity_range", req.capacity_range.as_ref())?;
+    if let Some(t) = &req.accessibility_requirements
+        && !(t.requisite.is_empty() && t.preferred.is_empty())
+    {
+        return Err(invalid(
+            "accessibility_requirements",
+            "storch's backends declare no topology (VOLUME_ACCESSIBILITY_CONSTRAINTS is not \
+             offered); leave it empty",
+        ));
+    }
+    if !req.mutable_parameters.is_empty() {
+        return Err(invalid(
+            "mutable_parameters",
+            "MODIFY_VOLUME is not offered",
+        ));
+    }
+    Ok((wanted, range, Parameters::read(&req.parameters)?))
 }
 
 /// A resolved content source.

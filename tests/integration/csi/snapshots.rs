@@ -109,7 +109,10 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
         snapshot_id: first.snapshot_id.clone(),
         ..Default::default()
     };
-    assert_eq!(list(&csi, by_id).await.0, std::slice::from_ref(&first.snapshot_id));
+    assert_eq!(
+        list(&csi, by_id).await.0,
+        std::slice::from_ref(&first.snapshot_id)
+    );
     for unknown in ["non-existing-snapshot-id", "nope/nope"] {
         let r = ListSnapshotsRequest {
             snapshot_id: unknown.into(),
@@ -121,7 +124,10 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
         source_volume_id: b.clone(),
         ..Default::default()
     };
-    assert_eq!(list(&csi, by_source).await.0, std::slice::from_ref(&long.snapshot_id));
+    assert_eq!(
+        list(&csi, by_source).await.0,
+        std::slice::from_ref(&long.snapshot_id)
+    );
     let unknown_source = ListSnapshotsRequest {
         source_volume_id: "nope".into(),
         ..Default::default()
