@@ -95,15 +95,31 @@ impl Csi {
             .unwrap();
     }
 
-    /// The server's `/metrics` text.
-    pub async fn metrics(&self) -> String {
-        let r = self
-            .http
-            .get(format!("{}/metrics", self.server.url))
+    /// The text of a REST GET of `path` (`/metrics`, `/trident/v1/events?…`).
+    pub async fn get_text(&self, path: &str) -> String {
+        let url = format!("{}{path}", self.server.url);
+        self.http
+            .get(url)
             .send()
             .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// GetPluginInfo's name.
+    pub async fn plugin_name(&self) -> String {
+        let request = storch::csi::proto::GetPluginInfoRequest {};
+        let info = self
+            .identity
+            .clone()
+            .get_plugin_info(request)
+            .await
             .unwrap();
-        r.text().await.unwrap()
+        let info = info.into_inner();
+        assert!(!info.vendor_version.is_empty(), "a vendor version");
+        info.name
     }
 }
 

@@ -271,17 +271,11 @@ async fn capabilities_and_parameters_place_the_volume() {
     }
     // The claim names the request in the audit trail.
     let events = csi
-        .http
-        .get(format!(
-            "{}/trident/v1/events?object=volume/{}",
-            csi.server.url, hdd.volume_id
+        .get_text(&format!(
+            "/trident/v1/events?object=volume/{}",
+            hdd.volume_id
         ))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .await;
     assert!(events.contains("csi:pvc/team/claim/"), "{events}");
 
     // CT-15.
@@ -506,7 +500,7 @@ async fn capacity_and_expansion() {
         .unwrap();
     assert_eq!(after.capacity_bytes, grown.capacity_bytes);
     // Metrics by method and outcome.
-    let metrics = csi.metrics().await;
+    let metrics = csi.get_text("/metrics").await;
     for needle in [
         "storch_csi_request_duration_seconds",
         "method=\"ControllerExpandVolume\"",
