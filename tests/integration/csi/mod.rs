@@ -5,6 +5,7 @@
 //! are in the test names' doc comments.
 
 mod identity;
+mod ontap;
 mod snapshots;
 mod volumes;
 
@@ -49,6 +50,15 @@ impl Csi {
     }
 
     pub async fn start_with(extra: &[&str]) -> Csi {
+        let backends =
+            [("nfs", "file", "ssd"), ("san", "block", "hdd")].map(|(name, protocol, media)| {
+                support::fake_backend(name, protocol, &[("pool1", pool_offers(media))])
+            });
+        Csi::start_on(extra, &backends).await
+    }
+
+    /// `storch serve --csi-endpoint … EXTRA…` with these backends added (and online).
+    pub async fn start_on(extra: &[&str], backends: &[Value]) -> Csi {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let socket = dir.path().join("csi.sock");
@@ -59,9 +69,9 @@ impl Csi {
         storch::net::install_crypto_provider();
         let http = reqwest::Client::new();
         server.wait_ready(&http).await;
-        for (name, protocol, media) in [("nfs", "file", "ssd"), ("san", "block", "hdd")] {
-            let backend = support::fake_backend(name, protocol, &[("pool1", pool_offers(media))]);
-            support::create(&http, &server.url, "backend", &backend).await;
+        for backend in backends {
+            support::create(&http, &server.url, "backend", backend).await;
+            let name = backend["backendName"].as_str().expect("a backendName");
             support::backend_online(&http, &server.url, name).await;
         }
         let channel = connect(&socket).await;
