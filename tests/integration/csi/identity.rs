@@ -133,3 +133,78 @@ async fn the_socket_is_replaced_when_stale_and_removed_at_stop() {
         "the file is left alone"
     );
 }
+
+/// ID-3 and SX-6 with etcd replication: a standby answers Probe with `ready: false` and
+/// refuses commands with UNAVAILABLE (the sidecars retry); once it leads, it is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_is_not_ready_until_it_leads() {
+    let _heavy = crate::support::heavy();
+    let etcd = crate::support::etcd::Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("secret.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    let http = storch::net::client();
+    let start = |id: &str| {
+        let socket = tmp.path().join(format!("{id}.sock"));
+        let endpoint = format!("unix://{}", socket.display());
+        let args = [
+            "--etcd-endpoints",
+            etcd.endpoint.as_str(),
+            "--etcd-lease-ttl",
+            "2s",
+            "--etcd-identity",
+            id,
+            "--secrets-key-file",
+            key.to_str().unwrap(),
+            "--csi-endpoint",
+            endpoint.as_str(),
+        ];
+        (
+            crate::support::Server::start_with(&tmp.path().join(id), &args, &[]),
+            socket,
+        )
+    };
+    let status = async |server: &crate::support::Server| {
+        let url = format!("{}/readyz", server.url);
+        crate::support::get_json(&http, &url).await.1["status"].clone()
+    };
+    let (mut leader, leader_socket) = start("a");
+    crate::support::eventually("a leads", async || status(&leader).await == "ok").await;
+    let (standby, standby_socket) = start("b");
+    crate::support::eventually("b is a standby", async || {
+        status(&standby).await == "standby"
+    })
+    .await;
+
+    let probe = async |socket: &std::path::Path| {
+        let channel = super::connect(socket).await;
+        let mut identity = storch::csi::proto::identity_client::IdentityClient::new(channel);
+        identity
+            .probe(ProbeRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .ready
+    };
+    assert_eq!(probe(&leader_socket).await, Some(true));
+    assert_eq!(probe(&standby_socket).await, Some(false));
+    let mut controller = storch::csi::proto::controller_client::ControllerClient::new(
+        super::connect(&standby_socket).await,
+    );
+    let refused = controller
+        .create_volume(super::create_request("on-the-standby"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains("standby"),
+        "{}",
+        refused.message()
+    );
+
+    leader.stop();
+    crate::support::eventually("b leads", async || {
+        probe(&standby_socket).await == Some(true)
+    })
+    .await;
+}
