@@ -310,6 +310,19 @@ impl ControllerService {
             return Err(missing("volume_id"));
         }
         let _claim = self.in_flight.claim(format!("volume:{}", req.volume_id))?;
+        // A volume's snapshots live inside it on every array storch drives: deleting it would
+        // take them along, so it stays until they are deleted (spec §5.3).
+        match self.core.list_snapshots(Some(&req.volume_id)) {
+            Ok(snapshots) if !snapshots.is_empty() => {
+                return Err(Status::failed_precondition(format!(
+                    "volume {} has {} snapshot(s), which would be lost with it; delete them first",
+                    req.volume_id,
+                    snapshots.len()
+                )));
+            }
+            Ok(_) | Err(CoreError::NotFound(_)) => {}
+            Err(e) => return Err(from_core(e)),
+        }
         let ctx = request_ctx("DeleteVolume", None);
         match self.core.delete_volume(&ctx, &req.volume_id).await {
             Ok(()) | Err(CoreError::NotFound(_)) => Ok(DeleteVolumeResponse {}),

@@ -276,10 +276,9 @@ pub struct Parameters {
 
 impl Parameters {
     /// Reads the parameters exactly as a StorageClass's (`model::class_from_parameters`),
-    /// leaving out the `csi.storage.k8s.io/` keys (claim metadata; secret references are
-    /// never read). Errors name the parameter.
+    /// leaving out the keys the sidecars own (`is_sidecar_key`). Errors name the parameter.
     pub fn read(parameters: &HashMap<String, String>) -> Result<Parameters, Status> {
-        let reserved = |k: &str| k.starts_with(RESERVED_PREFIX);
+        let reserved = is_sidecar_key;
         let mut own: Vec<(&String, &String)> =
             parameters.iter().filter(|(k, _)| !reserved(k)).collect();
         own.sort();
@@ -301,6 +300,17 @@ impl Parameters {
         let claim = meta("namespace").zip(meta("name"));
         Ok(Parameters { class, claim })
     }
+}
+
+/// Keys of StorageClass parameters that the external-provisioner reads itself and storch
+/// ignores: the `csi.storage.k8s.io/` keys (claim metadata, secret references), the
+/// unprefixed `fstype` (it arrives as the capability's `fs_type`), and the deprecated
+/// unprefixed secret references (`csiProvisionerSecretName`, …), which are not stripped.
+pub fn is_sidecar_key(key: &str) -> bool {
+    key.starts_with(RESERVED_PREFIX)
+        || key == "fstype"
+        || (key.starts_with("csi")
+            && (key.ends_with("SecretName") || key.ends_with("SecretNamespace")))
 }
 
 /// The `volume_context` of a volume: how to reach it, never a secret. Built only from what
@@ -500,6 +510,14 @@ mod tests {
         let b = Parameters::read(&p(&[("media", "ssd")])).unwrap();
         assert_eq!(a.class.config.name, b.class.config.name);
         assert_eq!(a.claim, Some(("ns".into(), "x".into())));
+        let legacy = Parameters::read(&p(&[
+            ("media", "ssd"),
+            ("fstype", "xfs"),
+            ("csiProvisionerSecretName", "s"),
+            ("csiProvisionerSecretNamespace", "ns"),
+        ]))
+        .unwrap();
+        assert_eq!(legacy.class.config.name, b.class.config.name);
         let c = Parameters::read(&p(&[("media", "hdd")])).unwrap();
         assert_ne!(a.class.config.name, c.class.config.name);
         let e = Parameters::read(&p(&[("storagePools", "nocolon")])).unwrap_err();

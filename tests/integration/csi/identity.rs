@@ -8,6 +8,8 @@ use storch::csi::proto::{
     GetPluginInfoRequest, ProbeRequest,
 };
 
+use storch::csi::proto;
+
 use super::{Csi, code};
 
 /// ID-1: a non-empty name of at most 63 characters with letters at both ends (the default,
@@ -70,12 +72,27 @@ async fn capabilities_are_known_and_truthful() {
         ]
     );
     // SX-8: what is not advertised is UNIMPLEMENTED.
-    let publish = csi
-        .controller
-        .clone()
-        .controller_publish_volume(ControllerPublishVolumeRequest::default())
-        .await;
-    assert_eq!(code(publish), tonic::Code::Unimplemented);
+    let mut c = csi.controller.clone();
+    let unimplemented = [
+        code(
+            c.controller_publish_volume(ControllerPublishVolumeRequest::default())
+                .await,
+        ),
+        code(
+            c.controller_unpublish_volume(proto::ControllerUnpublishVolumeRequest::default())
+                .await,
+        ),
+        code(
+            c.controller_get_volume(proto::ControllerGetVolumeRequest::default())
+                .await,
+        ),
+        code(
+            c.controller_modify_volume(proto::ControllerModifyVolumeRequest::default())
+                .await,
+        ),
+        code(c.get_snapshot(proto::GetSnapshotRequest::default()).await),
+    ];
+    assert_eq!(unimplemented, [tonic::Code::Unimplemented; 5]);
 }
 
 /// ID-3: the leader is ready.

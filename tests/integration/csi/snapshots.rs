@@ -147,6 +147,14 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
         code(c.delete_snapshot(delete("")).await),
         Code::InvalidArgument
     );
+    // A volume with snapshots stays until they are gone (they live inside it).
+    let refused = c
+        .delete_volume(storch::csi::proto::DeleteVolumeRequest {
+            volume_id: a.clone(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(code(refused), Code::FailedPrecondition);
     for id in [
         first.snapshot_id.as_str(),
         &first.snapshot_id,
@@ -159,6 +167,7 @@ async fn snapshots_are_idempotent_by_name_and_filtered() {
         list(&csi, ListSnapshotsRequest::default()).await.0,
         std::slice::from_ref(&long.snapshot_id)
     );
+    csi.delete(&a).await;
 }
 
 /// CT-24: with five snapshots, a page of two and a token; the token without a limit returns
