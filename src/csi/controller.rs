@@ -197,7 +197,10 @@ impl ControllerService {
         let (volume, how) = self.csi_volume(view)?;
         let config = &view.config;
         let mut conflicts = Vec::new();
-        if config.storage_class != params.class.config.name {
+        // A clone takes its source's class and file system, whatever the request's
+        // parameters say; the source decides whether it is the same volume.
+        let clone = !config.clone_source_volume.is_empty();
+        if !clone && config.storage_class != params.class.config.name {
             conflicts.push("other parameters".to_string());
         }
         if !range.admits(size_of(config)) {
@@ -209,7 +212,7 @@ impl ControllerService {
         if let Some(why) = convert::unsupported(how, &config.file_system, wanted) {
             conflicts.push(why);
         }
-        if how == Some(Attachment::Iscsi) && config.file_system != fs_type {
+        if !clone && how == Some(Attachment::Iscsi) && config.file_system != fs_type {
             conflicts.push(format!("file system {}", config.file_system));
         }
         let same_source = match source {

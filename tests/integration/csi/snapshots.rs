@@ -232,7 +232,20 @@ async fn restores_and_clones_carry_their_source() {
         .unwrap();
     assert_eq!(restored.content_source, from_snapshot(&s.snapshot_id));
     assert_eq!(restored.capacity_bytes, GIB10);
-    // The same call again is the same volume.
+    // The same call again is the same volume, also with parameters other than the source's
+    // (a clone takes its source's class).
+    let with_params = CreateVolumeRequest {
+        parameters: super::params(&[("media", "ssd")]),
+        ..restore.clone()
+    };
+    let again = c
+        .create_volume(with_params)
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(again, restored);
     assert_eq!(
         c.create_volume(restore)
             .await
