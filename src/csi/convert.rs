@@ -278,9 +278,10 @@ impl Parameters {
     /// Reads the parameters exactly as a StorageClass's (`model::class_from_parameters`),
     /// leaving out the keys the sidecars own (`is_sidecar_key`). Errors name the parameter.
     pub fn read(parameters: &HashMap<String, String>) -> Result<Parameters, Status> {
-        let reserved = is_sidecar_key;
-        let mut own: Vec<(&String, &String)> =
-            parameters.iter().filter(|(k, _)| !reserved(k)).collect();
+        let mut own: Vec<(&String, &String)> = parameters
+            .iter()
+            .filter(|(k, _)| !is_sidecar_key(k))
+            .collect();
         own.sort();
         let mut canonical = Vec::new();
         for (k, v) in &own {
@@ -290,8 +291,7 @@ impl Parameters {
             canonical.push(0);
         }
         let name = format!("csi-{}", short_hash(&canonical, 16));
-        let class =
-            class_from_parameters(&name, own, |_| false).map_err(Status::invalid_argument)?;
+        let class = class_from_parameters(&name, own).map_err(Status::invalid_argument)?;
         let meta = |k: &str| {
             parameters
                 .get(&format!("{RESERVED_PREFIX}pvc/{k}"))

@@ -54,7 +54,7 @@ pub fn storage_class(
     }
     let name = sc.metadata.name.clone().unwrap_or_default();
     let ClassParameters { config, fs_type } =
-        class_from_parameters(&name, sc.parameters.iter().flatten(), |_| false)?;
+        class_from_parameters(&name, sc.parameters.iter().flatten())?;
     let annotations = sc.metadata.annotations.as_ref();
     let is_default = [DEFAULT_CLASS, DEFAULT_CLASS_BETA]
         .iter()

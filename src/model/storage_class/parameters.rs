@@ -26,20 +26,16 @@ pub struct ClassParameters {
 }
 
 /// Reads `parameters` as the class `name`: every key is an attribute request, except `fsType`
-/// (kept apart), the pool lists, and the keys `ignore` says to skip. The class is validated
-/// and its pool patterns compiled here; errors name the parameter (`parameters.<key>: …`).
+/// (kept apart) and the pool lists. The class is validated and its pool patterns compiled
+/// here; errors name the parameter (`parameters.<key>: …`).
 pub fn class_from_parameters<'a>(
     name: &str,
     parameters: impl IntoIterator<Item = (&'a String, &'a String)>,
-    ignore: impl Fn(&str) -> bool,
 ) -> Result<ClassParameters, String> {
     let mut attributes = Map::new();
     let mut doc = Map::new();
     let mut fs_type = None;
     for (key, value) in parameters {
-        if ignore(key) {
-            continue;
-        }
         if key == "fsType" {
             fs_type = Some(value.clone()).filter(|v| !v.is_empty());
         } else if POOL_LIST_KEYS.contains(&key.as_str()) {
@@ -103,10 +99,8 @@ mod tests {
             ("media", "ssd"),
             ("fsType", "xfs"),
             ("storagePools", "b1:p1,p2;b2:p3"),
-            ("csi.storage.k8s.io/pvc/name", "claim"),
         ]);
-        let c =
-            class_from_parameters("gold", &p, |k| k.starts_with("csi.storage.k8s.io/")).unwrap();
+        let c = class_from_parameters("gold", &p).unwrap();
         assert_eq!(c.fs_type.as_deref(), Some("xfs"));
         assert_eq!(c.config.name, "gold");
         assert!(c.config.attributes.contains_key("media"));
@@ -116,12 +110,12 @@ mod tests {
     #[test]
     fn errors_name_the_parameter() {
         let bad = params(&[("storagePools", "b1")]);
-        let e = class_from_parameters("c", &bad, |_| false).unwrap_err();
+        let e = class_from_parameters("c", &bad).unwrap_err();
         assert!(e.starts_with("parameters.storagePools: "), "{e}");
         let unknown = params(&[("colour", "red")]);
-        let e = class_from_parameters("c", &unknown, |_| false).unwrap_err();
+        let e = class_from_parameters("c", &unknown).unwrap_err();
         assert!(e.contains("colour"), "{e}");
         let empty_pool = params(&[("excludeStoragePools", "b:p,")]);
-        assert!(class_from_parameters("c", &empty_pool, |_| false).is_err());
+        assert!(class_from_parameters("c", &empty_pool).is_err());
     }
 }
