@@ -18,6 +18,7 @@
 //! - `wire`: encodings a driver shares with its simulator (ONTAP ZAPI).
 //! - `api`: the Trident-compatible REST API (axum), its DTOs and error mapping.
 //! - `k8s`: the Kubernetes frontend (StorageClasses, PVCs, PVs; kube-rs).
+//! - `csi`: the Container Storage Interface frontend (gRPC over a unix socket; tonic).
 //! - `cli`: the `storch` command line (clap): `serve`, REST client verbs, audits, `bench`.
 //! - `config`: the `serve --config` file; `yaml`: the one YAML reader.
 //! - `bench`: `storch bench` (provisioning and replay benchmarks).
@@ -29,6 +30,7 @@ pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod csi;
 pub mod drivers;
 pub mod events;
 pub mod k8s;

@@ -114,6 +114,25 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub etcd: EtcdArgs,
+
+    #[command(flatten)]
+    pub csi: CsiArgs,
+}
+
+/// The CSI frontend (Identity and Controller): on with --csi-endpoint.
+#[derive(Debug, Clone, Default, Args)]
+#[group(skip)]
+pub struct CsiArgs {
+    /// Serve the CSI Identity and Controller services on this unix socket
+    /// (unix:///PATH/NAME.sock; a stale socket file is replaced). Only the leader takes
+    /// commands; a standby answers Probe with ready=false.
+    #[arg(long, env = "CSI_ENDPOINT", value_name = "unix:///PATH")]
+    pub csi_endpoint: Option<String>,
+
+    /// The CSI driver name (GetPluginInfo, the CSIDriver object, the StorageClass
+    /// provisioner) [default: csi.storch.io].
+    #[arg(long, env = "STORCH_CSI_DRIVER_NAME", value_name = "NAME")]
+    pub csi_driver_name: Option<String>,
 }
 
 /// Replication of the event log through etcd: on with --etcd-endpoints.

@@ -37,6 +37,8 @@ pub struct ServeSettings {
     pub replication: Option<crate::replication::ReplicationOptions>,
     /// The secrets key file, when not the data dir's own.
     pub secrets_key_file: Option<PathBuf>,
+    /// The CSI frontend, when an endpoint is given.
+    pub csi: Option<crate::csi::CsiOptions>,
 }
 
 /// Why the arguments were refused.
@@ -55,6 +57,10 @@ pub enum SettingsError {
          --in-cluster"
     )]
     KubeWithoutCluster(&'static str),
+    #[error("--csi-driver-name needs --csi-endpoint")]
+    CsiWithoutEndpoint,
+    #[error("{0}")]
+    Csi(String),
     #[error("--k8s-provisioner must not be empty")]
     EmptyProvisioner,
     #[error("--k8s-lease-duration must be at least 1s")]
@@ -126,6 +132,17 @@ impl ServeArgs {
             // Replicated in a pod: the pod carries its role, for a Service of the leader.
             k.role_labels = replication.is_some();
         }
+        let csi = match (self.csi.csi_endpoint, self.csi.csi_driver_name) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(SettingsError::CsiWithoutEndpoint),
+            (Some(endpoint), name) => Some(
+                crate::csi::CsiOptions::parse(
+                    &endpoint,
+                    name.as_deref().unwrap_or(crate::csi::DEFAULT_DRIVER_NAME),
+                )
+                .map_err(SettingsError::Csi)?,
+            ),
+        };
         let ip = parse_address(&address)?;
         let loopback = ip.to_canonical().is_loopback();
         let mut missing = Vec::new();
@@ -153,6 +170,7 @@ impl ServeArgs {
             kube,
             replication,
             secrets_key_file: self.secrets_key_file,
+            csi,
         })
     }
 }
@@ -283,8 +301,26 @@ mod tests {
             insecure_listen: insecure,
             kube: Default::default(),
             etcd: Default::default(),
+            csi: Default::default(),
             secrets_key_file: None,
         }
+    }
+
+    #[test]
+    fn csi_endpoint_and_driver_name() {
+        let mut a = args("127.0.0.1", false);
+        assert!(a.clone().into_settings().unwrap().csi.is_none());
+        a.csi.csi_driver_name = Some("csi.example.com".into());
+        assert_eq!(
+            a.clone().into_settings().unwrap_err(),
+            SettingsError::CsiWithoutEndpoint
+        );
+        a.csi.csi_endpoint = Some("unix:///run/storch/csi.sock".into());
+        let csi = a.clone().into_settings().unwrap().csi.unwrap();
+        assert_eq!(csi.driver_name, "csi.example.com");
+        a.csi.csi_endpoint = Some("/run/storch/csi.sock".into());
+        let e = a.into_settings().unwrap_err().to_string();
+        assert!(e.starts_with("--csi-endpoint"), "{e}");
     }
 
     fn secured(mut a: ServeArgs) -> ServeArgs {

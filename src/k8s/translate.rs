@@ -12,10 +12,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::{Map, Value, json};
 
 use crate::drivers::{Attachment, attachment};
-use crate::model::{StorageClassConfig, VolumeConfig};
+use crate::model::{ClassParameters, StorageClassConfig, VolumeConfig, class_from_parameters};
 
 /// The prefix of the PVC annotations Trident reads.
 pub const ANNOTATION_PREFIX: &str = "trident.netapp.io/";
@@ -54,33 +53,8 @@ pub fn storage_class(
         return Ok(None);
     }
     let name = sc.metadata.name.clone().unwrap_or_default();
-    let mut attributes = Map::new();
-    let mut doc = Map::new();
-    let mut fs_type = None;
-    for (key, value) in sc.parameters.iter().flatten() {
-        match key.as_str() {
-            "fsType" => fs_type = Some(value.clone()).filter(|v| !v.is_empty()),
-            "storagePools"
-            | "additionalStoragePools"
-            | "requiredStorage"
-            | "excludeStoragePools" => {
-                let list = pool_list(value).map_err(|e| format!("parameters.{key}: {e}"))?;
-                doc.insert(key.clone(), list);
-            }
-            _ => {
-                attributes.insert(key.clone(), Value::String(value.clone()));
-            }
-        }
-    }
-    doc.insert("version".into(), json!("1"));
-    doc.insert("name".into(), json!(name));
-    doc.insert("attributes".into(), Value::Object(attributes));
-    let config = StorageClassConfig::from_value(Value::Object(doc))
-        .map_err(|e| e.replace("attributes.", "parameters."))?;
-    crate::model::validate_name("metadata.name", &config.name).map_err(|e| e.to_string())?;
-    // Pool-list patterns are compiled here, so that one bad class cannot hold up the others.
-    crate::model::CompiledClass::compile(config.clone())
-        .map_err(|e| e.replace("attributes.", "parameters."))?;
+    let ClassParameters { config, fs_type } =
+        class_from_parameters(&name, sc.parameters.iter().flatten())?;
     let annotations = sc.metadata.annotations.as_ref();
     let is_default = [DEFAULT_CLASS, DEFAULT_CLASS_BETA]
         .iter()
@@ -96,36 +70,6 @@ pub fn storage_class(
         is_default,
         config,
     }))
-}
-
-/// `backend:pool1,pool2;backend2:pool3` → `{"backend":["pool1","pool2"],"backend2":["pool3"]}`.
-/// Split on `;`, then on the first `:`, then on `,`; empty parts are errors.
-fn pool_list(s: &str) -> Result<Value, String> {
-    let mut out = Map::new();
-    for entry in s.split(';') {
-        let (backend, pools) = entry
-            .split_once(':')
-            .ok_or_else(|| format!("{entry:?} is not of the form backend:pool1,pool2"))?;
-        let backend = backend.trim();
-        if backend.is_empty() {
-            return Err(format!("{entry:?} has an empty backend"));
-        }
-        let mut list = Vec::new();
-        for pool in pools.split(',') {
-            let pool = pool.trim();
-            if pool.is_empty() {
-                return Err(format!("{entry:?} has an empty pool"));
-            }
-            list.push(Value::String(pool.to_string()));
-        }
-        let slot = out
-            .entry(backend.to_string())
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(a) = slot {
-            a.extend(list);
-        }
-    }
-    Ok(Value::Object(out))
 }
 
 /// The storch volume (and PV) name of a claim: `<namespace>-<name>-<first 5 of the uid with
@@ -448,6 +392,7 @@ mod tests {
 
     use super::*;
     use crate::model::{AccessInfo, Protocol};
+    use serde_json::json;
 
     fn names() -> Vec<String> {
         vec!["netapp.io/trident".into(), "storch.io/storch".into()]

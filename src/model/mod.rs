@@ -16,7 +16,10 @@ pub use request::{
     RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
 };
 pub use size::{format_size, parse_size};
-pub use storage_class::{CompiledClass, PoolSelector, PoolVerdict, StorageClassConfig};
+pub use storage_class::{
+    ClassParameters, CompiledClass, PoolSelector, PoolVerdict, StorageClassConfig,
+    class_from_parameters,
+};
 pub use volume::{AccessInfo, AccessMode, Protocol, VolumeConfig};
 
 use std::collections::BTreeMap;

@@ -13,6 +13,9 @@ use serde_json::{Map, Value};
 use super::attributes::{clip, json_kind};
 use super::{PoolInfo, Request};
 
+mod parameters;
+pub use parameters::{ClassParameters, class_from_parameters};
+
 /// `backend regex → [pool regex]`, as in `storagePools`, `additionalStoragePools`,
 /// `excludeStoragePools`.
 pub type PoolSelector = BTreeMap<String, Vec<String>>;

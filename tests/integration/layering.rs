@@ -50,6 +50,10 @@ fn each_framework_crate_lives_in_one_module() {
     only_in("axum", &["api/"]);
     only_in("kube", &["k8s/"]);
     only_in("k8s_openapi", &["k8s/"]);
+    only_in("tonic", &["csi/"]);
+    only_in("prost", &["csi/"]);
+    only_in("prost_types", &["csi/"]);
+    only_in("tokio_stream", &["csi/"]);
 }
 
 /// Client HTTP goes through `net` (drivers and replication build on it); servers — the REST
@@ -71,8 +75,9 @@ fn http_tls_and_xml_crates_live_where_they_serve() {
 fn siblings_and_low_modules_do_not_import_upwards() {
     let rules: &[(&str, &[&str])] = &[
         ("replication/", &["crate::api", "crate::k8s", "crate::cli"]),
-        ("api/", &["crate::k8s", "crate::cli"]),
-        ("k8s/", &["crate::api", "crate::cli"]),
+        ("api/", &["crate::k8s", "crate::cli", "crate::csi"]),
+        ("k8s/", &["crate::api", "crate::cli", "crate::csi"]),
+        ("csi/", &["crate::api", "crate::k8s", "crate::cli"]),
         ("sim/", &["crate::drivers", "crate::actors", "crate::api"]),
         (
             "net/",
@@ -141,6 +146,7 @@ fn pure_layers_stay_pure() {
                 "config.rs",
                 "secrets.rs",
                 "k8s/",
+                "csi/",
                 "replication/",
             ],
         );

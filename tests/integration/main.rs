@@ -10,6 +10,7 @@ mod bench;
 mod cli;
 mod core;
 mod crash;
+mod csi;
 mod deploy;
 mod eseries;
 mod k8s;

@@ -26,6 +26,8 @@ pub enum ServeError {
     Core(#[source] CoreError),
     #[error("could not start the Kubernetes frontend")]
     Kube(#[source] crate::k8s::KubeError),
+    #[error("could not start the CSI frontend")]
+    Csi(#[source] crate::csi::CsiError),
     #[error("could not listen on {addr}")]
     Bind {
         addr: SocketAddr,
@@ -94,17 +96,31 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
             }
         },
     };
-    let bound = match bind(settings.listen).await {
-        Ok(listener) => listener
-            .local_addr()
-            .map(|local| (listener, local))
-            .map_err(|source| ServeError::Bind {
-                addr: settings.listen,
-                source,
-            }),
-        Err(e) => Err(e),
+    let csi = match settings.csi.clone() {
+        None => Ok(None),
+        Some(opts) => crate::csi::CsiServer::start(core_runtime.core(), opts)
+            .await
+            .map(Some)
+            .map_err(ServeError::Csi),
     };
-    let (listener, local) = match bound {
+    let bound = match (csi, bind(settings.listen).await) {
+        (Ok(csi), Ok(listener)) => match listener.local_addr() {
+            Ok(local) => Ok((listener, local, csi)),
+            Err(source) => {
+                stop_csi(csi).await;
+                Err(ServeError::Bind {
+                    addr: settings.listen,
+                    source,
+                })
+            }
+        },
+        (Ok(csi), Err(e)) => {
+            stop_csi(csi).await;
+            Err(e)
+        }
+        (Err(e), _) => Err(e),
+    };
+    let (listener, local, csi) = match bound {
         Ok(bound) => bound,
         Err(e) => {
             if let Some(frontend) = kube {
@@ -132,6 +148,7 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
         tracing::info!("stopping the Kubernetes frontend");
         frontend.shutdown().await;
     }
+    stop_csi(csi).await;
 
     tracing::info!("REST server stopped; shutting down the core");
     core_runtime.shutdown().await;
@@ -141,6 +158,14 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     match lost {
         Some(reason) => Err(ServeError::LostLeadership(reason)),
         None => Ok(()),
+    }
+}
+
+/// Stops the CSI server, if one runs, and removes its socket.
+async fn stop_csi(csi: Option<crate::csi::CsiServer>) {
+    if let Some(server) = csi {
+        tracing::info!("stopping the CSI frontend");
+        server.shutdown().await;
     }
 }
 

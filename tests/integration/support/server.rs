@@ -15,6 +15,8 @@ const INHERITED: &[&str] = &[
     "STORCH_TLS_CERT",
     "STORCH_TLS_KEY",
     "STORCH_AUTH_TOKEN_FILE",
+    "CSI_ENDPOINT",
+    "STORCH_CSI_DRIVER_NAME",
 ];
 
 /// `storch serve --port 0 --data-dir DATA_DIR EXTRA…` with `envs`: stdin closed, stdout piped

@@ -1,0 +1,174 @@
+//! The Container Storage Interface frontend (CSI v1.12.0; ../shared/spec/csi.md): the
+//! Identity and Controller services over gRPC on a unix socket, beside the REST API in
+//! `storch serve --csi-endpoint unix:///PATH/csi.sock`.
+//!
+//! - `proto`: the generated messages, servers and clients (`proto/csi.proto`, `build.rs`).
+//! - `identity`: plugin info, capabilities, Probe (not ready while replaying or a standby).
+//! - `controller`: the Controller service; each RPC is validated here and becomes the same
+//!   core request as REST and Kubernetes (`VolumeRequest`, `SnapshotRequest`,
+//!   `ResizeRequest`) through `actors::Core`.
+//! - `convert`: pure translations (ids, capacity ranges, capabilities, parameters, contexts,
+//!   paging tokens); `status`: `CoreError` → gRPC status, the per-name in-flight guard and the
+//!   call metrics.
+//!
+//! The Node service (`storch csi node`) is to come; it will sit next to these as `node`.
+
+pub mod controller;
+pub mod convert;
+pub mod identity;
+pub mod proto;
+mod snapshots;
+pub mod status;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::actors::Core;
+
+/// The default driver name (`GetPluginInfo.name`, the `CSIDriver` object's name).
+pub const DEFAULT_DRIVER_NAME: &str = "csi.storch.io";
+
+/// How long a stop waits for calls in progress before it drops the connections.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How `serve` runs the CSI frontend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiOptions {
+    /// The socket's path (from `unix:///PATH`).
+    pub socket: PathBuf,
+    pub driver_name: String,
+}
+
+impl CsiOptions {
+    /// `endpoint` must be `unix://` followed by an absolute path ending in `.sock`; the driver
+    /// name must be a domain-style name of at most 63 characters with letters at both ends
+    /// (what csi-sanity checks). Errors name the flag.
+    pub fn parse(endpoint: &str, driver_name: &str) -> Result<CsiOptions, String> {
+        let path = endpoint.strip_prefix("unix://").ok_or_else(|| {
+            format!("--csi-endpoint {endpoint:?}: must be unix:///PATH/NAME.sock")
+        })?;
+        if !path.starts_with('/') || !path.ends_with(".sock") || path.len() <= ".sock".len() + 1 {
+            return Err(format!(
+                "--csi-endpoint {endpoint:?}: the socket must be an absolute path ending in .sock"
+            ));
+        }
+        convert::check_driver_name(driver_name)
+            .map_err(|e| format!("--csi-driver-name {driver_name:?}: {e}"))?;
+        Ok(CsiOptions {
+            socket: PathBuf::from(path),
+            driver_name: driver_name.to_string(),
+        })
+    }
+}
+
+/// The running CSI server; `shutdown` stops it and removes the socket.
+#[derive(Debug)]
+pub struct CsiServer {
+    socket: PathBuf,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+/// Why the CSI server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CsiError {
+    #[error("cannot listen on the CSI socket {}", path.display())]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CsiServer {
+    /// Binds the socket (a stale socket file left by a previous run is removed first) and
+    /// serves Identity and Controller on it until `shutdown`.
+    pub async fn start(core: Core, options: CsiOptions) -> Result<CsiServer, CsiError> {
+        let socket = options.socket.clone();
+        let bind_error = |source| CsiError::Bind {
+            path: socket.clone(),
+            source,
+        };
+        remove_stale(&socket).map_err(bind_error)?;
+        let listener = UnixListener::bind(&socket).map_err(bind_error)?;
+        let plugin = Arc::new(identity::Plugin::new(core.clone(), options.driver_name));
+        let identity = proto::identity_server::IdentityServer::new(identity::IdentityService {
+            plugin: plugin.clone(),
+        });
+        let controller = proto::controller_server::ControllerServer::new(
+            controller::ControllerService::new(core),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(identity)
+                .add_service(controller)
+                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        tracing::info!(socket = %socket.display(), "CSI Identity and Controller listening");
+        Ok(CsiServer { socket, stop, task })
+    }
+
+    /// Stops serving and removes the socket file. Calls in progress get `SHUTDOWN_GRACE` to
+    /// finish; connections a client keeps open past it are dropped.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(());
+        match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "the CSI server failed"),
+            Ok(Err(e)) => tracing::error!(error = %e, "the CSI server task failed"),
+            Err(_) => {
+                tracing::info!("CSI clients still connected; closing their connections");
+                self.task.abort();
+            }
+        }
+        if let Err(e) = std::fs::remove_file(&self.socket)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(socket = %self.socket.display(), error = %e, "cannot remove the CSI socket");
+        }
+    }
+}
+
+/// Removes a socket file left behind; refuses to remove anything that is not a socket.
+fn remove_stale(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path),
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "a file that is not a socket is in the way",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_and_driver_name() {
+        let o = CsiOptions::parse("unix:///run/csi/csi.sock", DEFAULT_DRIVER_NAME).unwrap();
+        assert_eq!(o.socket, PathBuf::from("/run/csi/csi.sock"));
+        for bad in [
+            "/run/csi.sock",
+            "unix://run/csi.sock",
+            "unix:///run/csi",
+            "tcp://x.sock",
+        ] {
+            let e = CsiOptions::parse(bad, DEFAULT_DRIVER_NAME).unwrap_err();
+            assert!(e.starts_with("--csi-endpoint"), "{e}");
+        }
+        for bad in ["", "1csi.io", "csi.io-", &"a".repeat(64)] {
+            let e = CsiOptions::parse("unix:///x.sock", bad).unwrap_err();
+            assert!(e.starts_with("--csi-driver-name"), "{e}");
+        }
+    }
+}
