@@ -76,6 +76,15 @@ pub struct FailRule {
     pub via_job: bool,
 }
 
+/// A `--fail` rate: 0 to 1.
+fn parse_rate(rate: &str) -> Result<f64, &'static str> {
+    let rate: f64 = rate.parse().map_err(|_| "rate is not a number")?;
+    if !(0.0..=1.0).contains(&rate) {
+        return Err("rate is not between 0 and 1");
+    }
+    Ok(rate)
+}
+
 /// The methods that make a `--fail` rule a REST rule (`ANY` is every method).
 const REST_METHODS: &[&str] = &["GET", "POST", "PATCH", "DELETE", "ANY"];
 
@@ -101,10 +110,7 @@ impl FailRule {
         if api.is_empty() {
             return Err(bad("empty call name"));
         }
-        let rate: f64 = rate.parse().map_err(|_| bad("rate is not a number"))?;
-        if !(0.0..=1.0).contains(&rate) {
-            return Err(bad("rate is not between 0 and 1"));
-        }
+        let rate = parse_rate(rate).map_err(&bad)?;
         let errno = match errno {
             None => errno::EAPIERROR,
             Some(e) => e.parse().map_err(|_| bad("errno is not a number"))?,
@@ -138,10 +144,7 @@ impl FailRule {
         if path.is_empty() {
             return Err(bad("empty path"));
         }
-        let rate: f64 = rate.parse().map_err(|_| bad("rate is not a number"))?;
-        if !(0.0..=1.0).contains(&rate) {
-            return Err(bad("rate is not between 0 and 1"));
-        }
+        let rate = parse_rate(rate).map_err(&bad)?;
         let (status, via_job, errno) = match error {
             None => (500, false, errno::EAPIERROR),
             Some(e) => {

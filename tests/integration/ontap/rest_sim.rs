@@ -378,9 +378,9 @@ async fn volumes_jobs_patches_and_errors() {
 
     let uuid = rest.volume_uuid("storch_v1").await;
     let v = rest
-        .get(&format!(
-            "/storage/volumes?name=storch_*&style=flexvol&fields=size,comment,nas.unix_permissions"
-        ))
+        .get(
+            "/storage/volumes?name=storch_*&style=flexvol&fields=size,comment,nas.unix_permissions",
+        )
         .await;
     let r = &v["records"][0];
     assert_eq!(
@@ -853,9 +853,7 @@ async fn luns_igroups_and_maps() {
     rest.refused("POST", &inits, Some(json!({"name": iqn})), 409, "5374035")
         .await;
     let g = rest
-        .get(&format!(
-            "/protocols/san/igroups?name=storch-node-3&fields=initiators"
-        ))
+        .get("/protocols/san/igroups?name=storch-node-3&fields=initiators")
         .await;
     assert_eq!(g["records"][0]["initiators"], json!([{"name": iqn}]));
 

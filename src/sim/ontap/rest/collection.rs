@@ -56,16 +56,17 @@ pub(super) fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Percent-encoding for a cursor in a `next` link.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|c| match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (c as char).to_string()
-            }
-            _ => format!("%{c:02X}"),
-        })
-        .collect()
+/// The opaque cursor of a `next` link: the last key of the page, in hex.
+fn cursor(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_cursor(c: &str) -> Option<String> {
+    let bytes: Option<Vec<u8>> = (0..c.len())
+        .step_by(2)
+        .map(|i| c.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    String::from_utf8(bytes?).ok()
 }
 
 pub(super) fn parse_query(q: &str) -> Vec<(String, String)> {
@@ -226,8 +227,9 @@ pub(super) fn list(
     let filters = filters(r, kind)?;
     records.retain(|(_, rec)| filters.iter().all(|(p, v)| passes(rec, p, v)));
     records.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(after) = r.param("start") {
-        records.retain(|(k, _)| k.as_str() > after);
+    if let Some(c) = r.param("start") {
+        let after = from_cursor(c).ok_or_else(|| bad_field("start", "Invalid start cursor"))?;
+        records.retain(|(k, _)| *k > after);
     }
     let asked = match r.param("max_records") {
         None => usize::MAX,
@@ -247,12 +249,13 @@ pub(super) fn list(
     };
     let mut links = json!({"self": {"href": self_href}});
     if more && let Some((last, _)) = records.last() {
+        // The request's own query, as it came, with the cursor replaced.
         let kept: Vec<String> = r
-            .params
-            .iter()
-            .filter(|(k, _)| k != "start")
-            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-            .chain([format!("start={}", encode(last))])
+            .raw_query
+            .split('&')
+            .filter(|p| !p.is_empty() && !p.starts_with("start="))
+            .map(str::to_string)
+            .chain([format!("start={}", cursor(last))])
             .collect();
         links["next"] = json!({"href": format!("/api{}?{}", r.path, kept.join("&"))});
     }
@@ -301,7 +304,9 @@ mod tests {
                 ("x".into(), String::new())
             ]
         );
-        assert_eq!(decode(&encode("/vol/v/l 1")), "/vol/v/l 1");
+        assert_eq!(decode("%2Fvol%2Fv+1"), "/vol/v 1");
+        assert_eq!(from_cursor(&cursor("svm1/vol é")).unwrap(), "svm1/vol é");
+        assert_eq!(from_cursor("zz"), None);
         let rec = json!({"name": "v1", "svm": {"uuid": "u"}, "aggregates": [{"name": "a"}, {"name": "b"}]});
         assert!(passes(&rec, "aggregates.name", "b"));
         assert!(passes(&rec, "name", "v*"));
