@@ -32,6 +32,7 @@ pub mod state;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub use self::api::Tuning;
@@ -314,6 +315,26 @@ struct Shared {
     scope: UserScope,
     tuning: Tuning,
     api: ApiMode,
+    /// Requests being answered now (both APIs), and the most seen at once.
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+}
+
+/// Counts a request in flight while it lives.
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a Shared) -> InFlight<'a> {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A running simulator. Stops when dropped.
@@ -352,6 +373,8 @@ impl OntapSim {
             scope: opts.scope.clone(),
             tuning: opts.tuning,
             api: opts.api,
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
         });
         let tls = if opts.tls {
             Some(super::tls_certificate(
@@ -367,7 +390,10 @@ impl OntapSim {
         let handler_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = handler_shared.clone();
-            Box::pin(async move { handle(&shared, req).await })
+            Box::pin(async move {
+                let _counted = InFlight::enter(&shared);
+                handle(&shared, req).await
+            })
         });
         let listening = Listening::start(opts.listen, tls, handler).await?;
         Ok(OntapSim { listening, shared })
@@ -410,9 +436,16 @@ impl OntapSim {
         self.shared.store.set_fail_rules(rules);
     }
 
-    /// How many requests named this API so far.
+    /// How many requests named this API so far (REST: `METHOD /api/PATH`, e.g.
+    /// `POST /api/storage/volumes`).
     pub fn calls(&self, api: &str) -> u64 {
         self.shared.store.calls(api)
+    }
+
+    /// The most requests (ZAPI and REST together) this simulator answered at the same time,
+    /// so a test can check a client's cap per management LIF.
+    pub fn most_concurrent_requests(&self) -> usize {
+        self.shared.most_in_flight.load(Ordering::SeqCst)
     }
 
     pub async fn stop(self) {

@@ -1113,6 +1113,12 @@ async fn injected_rest_faults_sync_and_through_jobs() {
         None,
     )
     .await;
+    assert_eq!(
+        sim.most_concurrent_requests(),
+        1,
+        "one request at a time so far"
+    );
+    assert!(sim.calls("POST /api/storage/volumes") >= 2);
     for bad in [
         "POST@:1",
         "POST@x:2",
