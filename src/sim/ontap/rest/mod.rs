@@ -105,7 +105,8 @@ impl Ctx<'_> {
     /// The SVMs this user sees.
     pub fn visible(&self) -> Vec<String> {
         match &self.scope {
-            UserScope::Svm(s) => vec![s.clone()],
+            UserScope::Svm(s) if self.a.svms.contains_key(s) => vec![s.clone()],
+            UserScope::Svm(_) => Vec::new(),
             UserScope::Cluster => self.a.svms.keys().cloned().collect(),
         }
     }
@@ -128,7 +129,7 @@ impl Ctx<'_> {
                 .find(|s| self.a.svms.get(s).is_some_and(|x| &x.uuid == u)),
             (None, Some(n)) => self.visible().into_iter().find(|s| s == n),
             (None, None) => match &self.scope {
-                UserScope::Svm(s) => Some(s.clone()),
+                UserScope::Svm(s) => self.visible().into_iter().find(|v| v == s),
                 UserScope::Cluster => {
                     return Err(bad_field("svm", "Missing value: svm.uuid or svm.name"));
                 }
@@ -201,7 +202,8 @@ pub(super) fn text(v: &Value, path: &str) -> Option<String> {
         cur = cur.get(p)?;
     }
     match cur {
-        Value::String(s) => Some(s.clone()),
+        // ZAPI trims its inputs; so do reads of a body, so names match what is stored.
+        Value::String(s) => Some(s.trim().to_string()),
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,

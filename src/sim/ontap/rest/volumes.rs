@@ -57,6 +57,9 @@ pub(super) fn mode_number(p: &str) -> u64 {
         p.to_string()
     } else {
         let bits: Vec<bool> = p.chars().rev().take(9).map(|c| c != '-').collect();
+        if bits.len() < 9 {
+            return 0;
+        }
         (0..3)
             .rev()
             .map(|g| {
