@@ -56,9 +56,9 @@ pub struct OntapArgs {
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
     /// Inject failures: CALL[@AGGR]:RATE[:ERRNO] for a ZAPI call (errno default 13001), or
-    /// METHOD@PATH:RATE[:STATUS/CODE|:job/CODE] for REST (METHOD GET, POST, PATCH, DELETE or
-    /// ANY; PATH below /api/, `*` ends a prefix; default 500/13001; `job/CODE` fails the
-    /// request's job instead). Repeatable.
+    /// METHOD@PATH:RATE[:STATUS/CODE|:job/CODE][:TIMES] for REST (METHOD GET, POST, PATCH,
+    /// DELETE or ANY; PATH below /api/, `*` ends a prefix; default 500/13001; `job/CODE` fails
+    /// the request's job instead; TIMES: only the next TIMES matches). Repeatable.
     #[arg(long, value_name = "CALL:RATE")]
     pub fail: Vec<String>,
     /// Persist the array in this file (fsynced after every change; loaded when it exists).

@@ -75,6 +75,9 @@ pub struct FailRule {
     /// A REST rule that fails the request's job instead of the request (`job/CODE`); the
     /// request changes nothing and answers 202.
     pub via_job: bool,
+    /// A REST rule that fails only this many more matching requests, then clears (a busy
+    /// volume that frees up); `None`: for ever.
+    pub times: Option<u32>,
 }
 
 /// A `--fail` rate: 0 to 1.
@@ -124,6 +127,7 @@ impl FailRule {
             path: None,
             status: 500,
             via_job: false,
+            times: None,
         })
     }
 
@@ -131,12 +135,23 @@ impl FailRule {
     /// or `DELETE@storage/volumes/*:1:job/524486`.
     fn parse_rest(s: &str) -> Result<FailRule, String> {
         let bad = |why: &str| {
-            format!("--fail {s:?}: {why} (expected METHOD@PATH:RATE[:STATUS/CODE|:job/CODE])")
+            format!(
+                "--fail {s:?}: {why} (expected METHOD@PATH:RATE[:STATUS/CODE|:job/CODE][:TIMES])"
+            )
         };
         let mut parts = s.trim().split(':');
         let call = parts.next().unwrap_or_default();
         let rate = parts.next().ok_or_else(|| bad("missing rate"))?;
         let error = parts.next();
+        let times = match parts.next() {
+            None => None,
+            Some(t) => Some(
+                t.parse::<u32>()
+                    .ok()
+                    .filter(|t| *t > 0)
+                    .ok_or_else(|| bad("TIMES is not a positive number"))?,
+            ),
+        };
         if parts.next().is_some() {
             return Err(bad("too many fields"));
         }
@@ -173,6 +188,7 @@ impl FailRule {
             path: Some(path.to_string()),
             status,
             via_job,
+            times,
         })
     }
 

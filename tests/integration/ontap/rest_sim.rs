@@ -1106,7 +1106,13 @@ async fn injected_rest_faults_sync_and_through_jobs() {
     );
     sim.set_fail_rules(vec![FailRule::parse("GET@cluster:1:403/6").unwrap()]);
     rest.refused("GET", "/cluster", None, 403, "6").await;
-    sim.set_fail_rules(Vec::new());
+    // Busy twice, then the volume frees up.
+    sim.set_fail_rules(vec![
+        FailRule::parse("DELETE@storage/volumes/*:1:409/524486:2").unwrap(),
+    ]);
+    let del = format!("/storage/volumes/{uuid}");
+    rest.refused("DELETE", &del, None, 409, "524486").await;
+    rest.refused("DELETE", &del, None, 409, "524486").await;
     rest.job_ok(
         "DELETE",
         &format!("/storage/volumes/{uuid}?return_timeout=0"),
@@ -1125,6 +1131,8 @@ async fn injected_rest_faults_sync_and_through_jobs() {
         "POST@x:1:abc",
         "POST@x:1:200/5",
         "POST@x:1:409",
+        "POST@x:1:409/1:0",
+        "POST@x:1:409/1:2:3",
     ] {
         assert!(FailRule::parse(bad).is_err(), "{bad}");
     }

@@ -322,12 +322,19 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         body,
     };
     shared.store.count(&format!("{} /api{}", r.method, r.path));
-    let rule = shared
-        .store
-        .fail_rules()
-        .iter()
-        .find(|f| f.applies_rest(&r.method, &r.path) && rand::random::<f64>() < f.rate)
-        .cloned();
+    let rule = {
+        let mut rules = shared.store.fail_rules();
+        let hit = rules
+            .iter_mut()
+            .find(|f| f.applies_rest(&r.method, &r.path) && rand::random::<f64>() < f.rate);
+        hit.map(|f| {
+            if let Some(t) = &mut f.times {
+                *t -= 1;
+            }
+            f.clone()
+        })
+        .inspect(|_| rules.retain(|f| f.times != Some(0)))
+    };
     let mut job_error = None;
     if let Some(f) = rule {
         if !f.via_job {
