@@ -77,6 +77,10 @@ pub struct OntapArgs {
     /// Simulate an SVM-scoped user (vsadmin) of this SVM instead of a cluster admin.
     #[arg(long, value_name = "SVM")]
     pub svm_user: Option<String>,
+    /// REST collection GETs that do not list a volume or qtree yet after its create (ONTAP's
+    /// eventual visibility after a job).
+    #[arg(long, default_value_t = 0)]
+    pub visible_after: u32,
     /// Which APIs to serve: rest (/api only), zapi (the servlet only) or both.
     #[arg(long, default_value = "both")]
     pub api: String,
@@ -131,6 +135,7 @@ impl OntapArgs {
             ontapi,
             ontap_version,
             api,
+            visible_after: self.visible_after,
             scope: match &self.svm_user {
                 Some(s) => UserScope::Svm(s.clone()),
                 None => UserScope::Cluster,

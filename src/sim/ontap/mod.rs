@@ -293,6 +293,9 @@ pub struct SimOptions {
     pub ontap_version: Option<[u32; 3]>,
     /// Which front ends to serve.
     pub api: ApiMode,
+    /// Collection GETs that miss a volume or qtree just made over REST (eventual
+    /// visibility); 0: listed at once.
+    pub visible_after: u32,
     pub scope: UserScope,
     pub tuning: Tuning,
 }
@@ -313,6 +316,7 @@ impl Default for SimOptions {
             ontapi: (1, 180),
             ontap_version: None,
             api: ApiMode::Both,
+            visible_after: 0,
             scope: UserScope::Cluster,
             // In-process simulators (tests) page every list at 3 records, so every
             // iterator a driver reads is paged; the binary's --page-size defaults to 100.
@@ -331,6 +335,7 @@ struct Shared {
     scope: UserScope,
     tuning: Tuning,
     api: ApiMode,
+    visible_after: u32,
     /// Requests being answered now (both APIs), and the most seen at once.
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
@@ -389,6 +394,7 @@ impl OntapSim {
             scope: opts.scope.clone(),
             tuning: opts.tuning,
             api: opts.api,
+            visible_after: opts.visible_after,
             in_flight: AtomicUsize::new(0),
             most_in_flight: AtomicUsize::new(0),
         });

@@ -25,6 +25,10 @@ pub struct Array {
     /// derived from the ONTAPI version (see [`Array::release`]).
     #[serde(default)]
     pub release: Option<[u32; 3]>,
+    /// Objects made over REST that collection GETs do not list yet: uuid → collection reads
+    /// left (ONTAP's eventual visibility after a job; not persisted).
+    #[serde(skip)]
+    pub unlisted: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -227,6 +231,7 @@ impl Array {
             next_id: 1,
             jobs: BTreeMap::new(),
             release: None,
+            unlisted: BTreeMap::new(),
         };
         a.add_svm(svm, 0);
         a

@@ -1181,3 +1181,28 @@ fn api_switching_and_persistence_with_the_binary() {
         );
     });
 }
+
+#[tokio::test]
+async fn new_objects_show_up_in_lookups_after_a_while() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, rest) = rest_sim(
+        dir.path(),
+        SimOptions {
+            visible_after: 2,
+            ..SimOptions::default()
+        },
+    )
+    .await;
+    let body = json!({"name": "late", "svm": {"name": "svm1"}, "aggregates": [{"name": "aggr1"}],
+                      "size": 1u64 << 30});
+    rest.job_ok("POST", "/storage/volumes", Some(body.clone()))
+        .await;
+    for _ in 0..2 {
+        let v = rest.get("/storage/volumes?name=late&fields=").await;
+        assert_eq!(v["num_records"], 0, "not listed yet: {v}");
+    }
+    // A second create meanwhile is still a duplicate.
+    rest.refused("POST", "/storage/volumes", Some(body), 409, "917526")
+        .await;
+    rest.volume_uuid("late").await;
+}

@@ -99,6 +99,8 @@ pub(super) struct Ctx<'a> {
     pub scope: UserScope,
     /// `POST@…:RATE:job/CODE` matched: the job this request starts fails with this error.
     pub job_error: Option<(u32, String)>,
+    /// Collection GETs that miss a new volume or qtree.
+    pub visible_after: u32,
 }
 
 impl Ctx<'_> {
@@ -181,6 +183,32 @@ impl Ctx<'_> {
             self.a.jobs.remove(&old);
         }
         id
+    }
+}
+
+impl Ctx<'_> {
+    /// Keeps a new object (by uuid) out of the next `visible_after` collection GETs.
+    pub fn unlist(&mut self, uuid: String) {
+        if self.visible_after > 0 {
+            self.a.unlisted.insert(uuid, self.visible_after);
+        }
+    }
+
+    /// Drops the records still unlisted from a collection (`uuid_at`: where a record holds
+    /// the uuid), counting this read against each.
+    pub fn listed(&mut self, records: Vec<(String, Value)>, uuid_at: &str) -> Vec<(String, Value)> {
+        if self.a.unlisted.is_empty() {
+            return records;
+        }
+        let kept = records
+            .into_iter()
+            .filter(|(_, r)| text(r, uuid_at).is_none_or(|u| !self.a.unlisted.contains_key(&u)))
+            .collect();
+        for left in self.a.unlisted.values_mut() {
+            *left = left.saturating_sub(1);
+        }
+        self.a.unlisted.retain(|_, left| *left > 0);
+        kept
     }
 }
 
@@ -362,6 +390,7 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
             tuning: shared.tuning,
             scope: shared.scope.clone(),
             job_error,
+            visible_after: shared.visible_after,
         };
         let out = route(&mut ctx, &r);
         let out = match out {

@@ -66,7 +66,11 @@ fn quota_uuid(volume_uuid: &str, target: &str) -> String {
 
 pub(super) fn route(ctx: &mut Ctx<'_>, r: &Req, m: &str, segs: &[&str]) -> Answer {
     match (m, segs) {
-        ("GET", ["storage", "qtrees"]) => list(ctx.tuning, r, &QTREE, qtrees(ctx)),
+        ("GET", ["storage", "qtrees"]) => {
+            let recs = qtrees(ctx);
+            let recs = ctx.listed(recs, "path");
+            list(ctx.tuning, r, &QTREE, recs)
+        }
         ("POST", ["storage", "qtrees"]) => qtree_create(ctx, r),
         ("GET", ["storage", "qtrees", vol, id]) => {
             let rec = qtree(ctx, vol, id)?;
@@ -254,6 +258,7 @@ fn qtree_create(ctx: &mut Ctx<'_>, r: &Req) -> Answer {
             ],
         )
     })?;
+    ctx.unlist(format!("/vol/{volume}/{name}"));
     let v = &ctx.a.svms[&svm].volumes[&volume];
     let loc = format!("/api/storage/qtrees/{}/{}", v.uuid, v.qtrees[&name].id);
     let rec = qtree_records(ctx.a, &svm)

@@ -174,6 +174,7 @@ pub(super) fn route(ctx: &mut Ctx<'_>, r: &Req, m: &str, segs: &[&str]) -> Answe
                     recs.push((format!("{s}/{n}"), volume_record(ctx.a, &s, n, v)));
                 }
             }
+            let recs = ctx.listed(recs, "uuid");
             list(ctx.tuning, r, &VOLUME, recs)
         }
         ("POST", []) => create(ctx, r),
@@ -313,7 +314,9 @@ fn create(ctx: &mut Ctx<'_>, r: &Req) -> Answer {
             ],
         )
     })?;
-    let loc = format!("/api/storage/volumes/{}", vol_uuid(ctx, &svm, &name));
+    let uuid = vol_uuid(ctx, &svm, &name);
+    ctx.unlist(uuid.clone());
+    let loc = format!("/api/storage/volumes/{uuid}");
     Ok(Reply::Job(ctx.job(&svm, what), Some(loc)))
 }
 
