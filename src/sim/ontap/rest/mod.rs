@@ -334,7 +334,7 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
     } else {
         match serde_json::from_slice::<Value>(&req.body) {
             Ok(v) => v,
-            Err(e) => return respond(&req, Err(bad_field("body", format!("Invalid JSON: {e}")))),
+            Err(e) => return respond(Err(bad_field("body", format!("Invalid JSON: {e}")))),
         }
     };
     let r = Req {
@@ -366,17 +366,14 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
     let mut job_error = None;
     if let Some(f) = rule {
         if !f.via_job {
-            return respond(
-                &req,
-                Err(err(
-                    f.status,
-                    f.errno,
-                    format!(
-                        "{} /api{}: injected failure (storch-sim --fail)",
-                        r.method, r.path
-                    ),
-                )),
-            );
+            return respond(Err(err(
+                f.status,
+                f.errno,
+                format!(
+                    "{} /api{}: injected failure (storch-sim --fail)",
+                    r.method, r.path
+                ),
+            )));
         }
         job_error = Some((
             f.errno,
@@ -412,7 +409,7 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
             out
         }
     };
-    respond(&req, out)
+    respond(out)
 }
 
 /// `return_timeout=N` (N > 0): the simulator's jobs end by polls, not time, so the job is
@@ -457,7 +454,7 @@ pub(super) fn no_method(r: &Req) -> RestError {
     )
 }
 
-fn respond(req: &HttpRequest, out: Answer) -> HttpResponse {
+fn respond(out: Answer) -> HttpResponse {
     let (status, body, location) = match out {
         Ok(Reply::Ok(v)) => (200, v, None),
         Ok(Reply::Created(v, loc)) => (201, v, Some(loc)),
@@ -478,7 +475,6 @@ fn respond(req: &HttpRequest, out: Answer) -> HttpResponse {
             (e.status, json!({ "error": error }), None)
         }
     };
-    let _ = &req.method;
     let mut resp = HttpResponse::new(
         status,
         "application/hal+json",
