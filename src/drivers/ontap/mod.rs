@@ -36,7 +36,7 @@ pub mod rest;
 mod rest_calls;
 pub mod rest_wire;
 mod san;
-mod wire;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

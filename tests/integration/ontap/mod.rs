@@ -5,4 +5,5 @@ mod adopt;
 mod conformance;
 mod drivers;
 mod e2e;
+mod rest_canned;
 mod zapi;
