@@ -7,7 +7,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use super::eseries as es;
-use super::ontap::{AggregateSpec, FailRule, OntapSim, SimOptions, Tuning, UserScope};
+use super::ontap::{
+    AggregateSpec, ApiMode, FailRule, OntapSim, SimOptions, Tuning, UserScope, ontapi_of,
+    parse_release,
+};
 use super::solidfire as sf;
 
 #[derive(Debug, Parser)]
@@ -22,7 +25,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// A stateful ONTAP ZAPI server (ontap-nas, -economy, -flexgroup, -san).
+    /// A stateful ONTAP server, ZAPI and REST over one array (ontap-nas, -economy, -flexgroup,
+    /// -san).
     Ontap(OntapArgs),
     /// A stateful SolidFire Element JSON-RPC server (solidfire-san).
     Solidfire(SolidFireArgs),
@@ -51,7 +55,10 @@ pub struct OntapArgs {
     /// Delay added to every request.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
-    /// Inject failures: CALL[@AGGR]:RATE[:ERRNO] (repeatable; errno default 13001).
+    /// Inject failures: CALL[@AGGR]:RATE[:ERRNO] for a ZAPI call (errno default 13001), or
+    /// METHOD@PATH:RATE[:STATUS/CODE|:job/CODE] for REST (METHOD GET, POST, PATCH, DELETE or
+    /// ANY; PATH below /api/, `*` ends a prefix; default 500/13001; `job/CODE` fails the
+    /// request's job instead). Repeatable.
     #[arg(long, value_name = "CALL:RATE")]
     pub fail: Vec<String>,
     /// Persist the array in this file (fsynced after every change; loaded when it exists).
@@ -61,18 +68,26 @@ pub struct OntapArgs {
     pub username: String,
     #[arg(long, default_value = super::ontap::DEFAULT_PASSWORD, env = "STORCH_SIM_PASSWORD")]
     pub password: String,
-    /// Most records per iterator page.
+    /// Most records per iterator page (ZAPI) and per collection page (REST).
     #[arg(long, default_value_t = 100)]
     pub page_size: usize,
-    /// job-get-iter polls an async job stays running.
+    /// Polls an async job stays running (ZAPI job-get-iter, REST /api/cluster/jobs/{uuid}).
     #[arg(long, default_value_t = 1)]
     pub async_polls: u32,
     /// Simulate an SVM-scoped user (vsadmin) of this SVM instead of a cluster admin.
     #[arg(long, value_name = "SVM")]
     pub svm_user: Option<String>,
-    /// The ONTAPI version reported, MAJOR.MINOR.
-    #[arg(long, default_value = "1.180")]
-    pub ontapi: String,
+    /// Which APIs to serve: rest (/api only), zapi (the servlet only) or both.
+    #[arg(long, default_value = "both")]
+    pub api: String,
+    /// The ONTAP release reported (GET /api/cluster), e.g. 9.15.1. Default: 9.15.1 with
+    /// `--api rest`, else the release matching --ontapi (1.180 → 9.8.0).
+    #[arg(long, value_name = "VERSION")]
+    pub ontap_version: Option<String>,
+    /// The ONTAPI version reported, MAJOR.MINOR. Default: the one matching --ontap-version,
+    /// else 1.180.
+    #[arg(long)]
+    pub ontapi: Option<String>,
 }
 
 impl OntapArgs {
@@ -86,11 +101,22 @@ impl OntapArgs {
             .iter()
             .map(|f| FailRule::parse(f))
             .collect::<Result<Vec<_>, _>>()?;
-        let ontapi = self
-            .ontapi
-            .split_once('.')
-            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-            .ok_or("--ontapi: expected MAJOR.MINOR such as 1.180")?;
+        let api = ApiMode::parse(&self.api)?;
+        let mut ontap_version = self
+            .ontap_version
+            .as_deref()
+            .map(parse_release)
+            .transpose()?;
+        if ontap_version.is_none() && self.ontapi.is_none() && api == ApiMode::Rest {
+            ontap_version = Some([9, 15, 1]);
+        }
+        let ontapi = match &self.ontapi {
+            Some(v) => v
+                .split_once('.')
+                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                .ok_or("--ontapi: expected MAJOR.MINOR such as 1.180")?,
+            None => ontap_version.map(ontapi_of).unwrap_or((1, 180)),
+        };
         Ok(SimOptions {
             listen: self.listen,
             tls: self.tls,
@@ -103,6 +129,8 @@ impl OntapArgs {
             username: self.username.clone(),
             password: self.password.clone(),
             ontapi,
+            ontap_version,
+            api,
             scope: match &self.svm_user {
                 Some(s) => UserScope::Svm(s.clone()),
                 None => UserScope::Cluster,

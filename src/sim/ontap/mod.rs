@@ -26,6 +26,7 @@
 //!   fsync of the directory) before the answer is sent.
 
 pub mod api;
+mod rest;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -53,21 +54,47 @@ pub const DEFAULT_TEST_PAGE: usize = 3;
 
 pub const DEFAULT_AGGREGATES: &str = "aggr1:ssd:10TiB,aggr2:hdd:50TiB";
 
-/// An injected failure: `CALL[@AGGR]:RATE[:ERRNO]`.
+/// An injected failure: `CALL[@AGGR]:RATE[:ERRNO]` for ZAPI, or
+/// `METHOD@PATH:RATE[:STATUS/CODE|:job/CODE]` for REST.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailRule {
-    /// The API name, or `*` for every API.
+    /// The API name, or `*` for every API; for a REST rule the HTTP method (`*` for any).
     pub api: String,
     /// Only calls that name this aggregate (`containing-aggr-name`, `aggr-list`).
     pub aggregate: Option<String>,
     /// 0.0 to 1.0.
     pub rate: f64,
-    /// Default 13001 (EAPIERROR, not retryable).
+    /// Default 13001 (EAPIERROR, not retryable); for REST the error body's `code`.
     pub errno: u32,
+    /// A REST rule: the path below `/api/` it covers, as a query pattern
+    /// (`storage/volumes`, `storage/volumes*`).
+    pub path: Option<String>,
+    /// A REST rule's HTTP status (default 500).
+    pub status: u16,
+    /// A REST rule that fails the request's job instead of the request (`job/CODE`); the
+    /// request changes nothing and answers 202.
+    pub via_job: bool,
 }
+
+/// A `--fail` rate: 0 to 1.
+fn parse_rate(rate: &str) -> Result<f64, &'static str> {
+    let rate: f64 = rate.parse().map_err(|_| "rate is not a number")?;
+    if !(0.0..=1.0).contains(&rate) {
+        return Err("rate is not between 0 and 1");
+    }
+    Ok(rate)
+}
+
+/// The methods that make a `--fail` rule a REST rule (`ANY` is every method).
+const REST_METHODS: &[&str] = &["GET", "POST", "PATCH", "DELETE", "ANY"];
 
 impl FailRule {
     pub fn parse(s: &str) -> Result<FailRule, String> {
+        if let Some((m, _)) = s.trim().split_once('@')
+            && REST_METHODS.contains(&m)
+        {
+            return Self::parse_rest(s);
+        }
         let bad = |why: &str| format!("--fail {s:?}: {why} (expected CALL[@AGGR]:RATE[:ERRNO])");
         let mut parts = s.trim().split(':');
         let call = parts.next().unwrap_or_default();
@@ -83,10 +110,7 @@ impl FailRule {
         if api.is_empty() {
             return Err(bad("empty call name"));
         }
-        let rate: f64 = rate.parse().map_err(|_| bad("rate is not a number"))?;
-        if !(0.0..=1.0).contains(&rate) {
-            return Err(bad("rate is not between 0 and 1"));
-        }
+        let rate = parse_rate(rate).map_err(&bad)?;
         let errno = match errno {
             None => errno::EAPIERROR,
             Some(e) => e.parse().map_err(|_| bad("errno is not a number"))?,
@@ -96,10 +120,65 @@ impl FailRule {
             aggregate,
             rate,
             errno,
+            path: None,
+            status: 500,
+            via_job: false,
+        })
+    }
+
+    /// `METHOD@PATH:RATE[:STATUS/CODE|:job/CODE]`, e.g. `POST@storage/volumes:1:409/13107405`
+    /// or `DELETE@storage/volumes/*:1:job/524486`.
+    fn parse_rest(s: &str) -> Result<FailRule, String> {
+        let bad = |why: &str| {
+            format!("--fail {s:?}: {why} (expected METHOD@PATH:RATE[:STATUS/CODE|:job/CODE])")
+        };
+        let mut parts = s.trim().split(':');
+        let call = parts.next().unwrap_or_default();
+        let rate = parts.next().ok_or_else(|| bad("missing rate"))?;
+        let error = parts.next();
+        if parts.next().is_some() {
+            return Err(bad("too many fields"));
+        }
+        let (method, path) = call.split_once('@').unwrap_or_default();
+        let path = path.trim_start_matches('/').trim_start_matches("api/");
+        if path.is_empty() {
+            return Err(bad("empty path"));
+        }
+        let rate = parse_rate(rate).map_err(&bad)?;
+        let (status, via_job, errno) = match error {
+            None => (500, false, errno::EAPIERROR),
+            Some(e) => {
+                let (st, code) = e
+                    .split_once('/')
+                    .ok_or_else(|| bad("error is not STATUS/CODE"))?;
+                let code: u32 = code.parse().map_err(|_| bad("code is not a number"))?;
+                match st {
+                    "job" => (500, true, code),
+                    st => {
+                        let st: u16 = st.parse().map_err(|_| bad("status is not a number"))?;
+                        if !(400..=599).contains(&st) {
+                            return Err(bad("status is not between 400 and 599"));
+                        }
+                        (st, false, code)
+                    }
+                }
+            }
+        };
+        Ok(FailRule {
+            api: if method == "ANY" { "*" } else { method }.to_string(),
+            aggregate: None,
+            rate,
+            errno,
+            path: Some(path.to_string()),
+            status,
+            via_job,
         })
     }
 
     fn applies(&self, api: &Node) -> bool {
+        if self.path.is_some() {
+            return false;
+        }
         if self.api != "*" && self.api != api.name {
             return false;
         }
@@ -111,6 +190,60 @@ impl FailRule {
             }
         }
     }
+}
+
+/// Which front ends the simulator serves (`--api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApiMode {
+    /// The ZAPI servlet and `/api`.
+    #[default]
+    Both,
+    /// Only `/api` (the servlet answers 404, as on an array with ZAPI switched off).
+    Rest,
+    /// Only the ZAPI servlet (`/api` answers 404).
+    Zapi,
+}
+
+impl ApiMode {
+    pub fn parse(s: &str) -> Result<ApiMode, String> {
+        match s {
+            "both" => Ok(ApiMode::Both),
+            "rest" => Ok(ApiMode::Rest),
+            "zapi" => Ok(ApiMode::Zapi),
+            other => Err(format!("--api {other:?}: expected rest, zapi or both")),
+        }
+    }
+
+    fn rest(self) -> bool {
+        self != ApiMode::Zapi
+    }
+
+    fn zapi(self) -> bool {
+        self != ApiMode::Rest
+    }
+}
+
+/// `9.15.1` → `[9, 15, 1]`.
+pub fn parse_release(s: &str) -> Result<[u32; 3], String> {
+    let parts: Vec<u32> = s
+        .split('.')
+        .map(|p| p.parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            format!("--ontap-version {s:?}: expected GENERATION.MAJOR.MINOR such as 9.15.1")
+        })?;
+    match parts.as_slice() {
+        [g, ma, mi] => Ok([*g, *ma, *mi]),
+        [g, ma] => Ok([*g, *ma, 0]),
+        _ => Err(format!(
+            "--ontap-version {s:?}: expected GENERATION.MAJOR.MINOR such as 9.15.1"
+        )),
+    }
+}
+
+/// The ONTAPI version of an ONTAP 9 release (9.8.0 → 1.180, 9.15.1 → 1.251).
+pub fn ontapi_of(release: [u32; 3]) -> (u32, u32) {
+    (1, (10 + release[1]) * 10 + release[2].min(9))
 }
 
 /// Whose rights the simulated user has.
@@ -138,6 +271,11 @@ pub struct SimOptions {
     pub username: String,
     pub password: String,
     pub ontapi: (u32, u32),
+    /// The ONTAP release a new array reports on `GET /api/cluster`; `None`: the one matching
+    /// `ontapi`.
+    pub ontap_version: Option<[u32; 3]>,
+    /// Which front ends to serve.
+    pub api: ApiMode,
     pub scope: UserScope,
     pub tuning: Tuning,
 }
@@ -156,6 +294,8 @@ impl Default for SimOptions {
             username: DEFAULT_USERNAME.into(),
             password: DEFAULT_PASSWORD.into(),
             ontapi: (1, 180),
+            ontap_version: None,
+            api: ApiMode::Both,
             scope: UserScope::Cluster,
             // In-process simulators (tests) page every list at 3 records, so every
             // iterator a driver reads is paged; the binary's --page-size defaults to 100.
@@ -173,6 +313,7 @@ struct Shared {
     latency: Duration,
     scope: UserScope,
     tuning: Tuning,
+    api: ApiMode,
 }
 
 /// A running simulator. Stops when dropped.
@@ -196,13 +337,13 @@ impl OntapSim {
             Some(p) => super::load_or_create(
                 p,
                 "an ONTAP simulator",
-                || Array::new(&opts.svm, &opts.aggregates, opts.ontapi),
+                || new_array(&opts),
                 |a| match a.format {
                     state::FORMAT => Ok(()),
                     f => Err(format!("format {f} is not supported")),
                 },
             )?,
-            None => Array::new(&opts.svm, &opts.aggregates, opts.ontapi),
+            None => new_array(&opts),
         };
         let shared = Arc::new(Shared {
             store: Store::new(array, opts.fail.clone(), opts.state.clone()),
@@ -210,6 +351,7 @@ impl OntapSim {
             latency: opts.latency,
             scope: opts.scope.clone(),
             tuning: opts.tuning,
+            api: opts.api,
         });
         let tls = if opts.tls {
             Some(super::tls_certificate(
@@ -286,8 +428,24 @@ fn xml_response(a_version: &str, results: &Node) -> HttpResponse {
     )
 }
 
+fn new_array(opts: &SimOptions) -> Array {
+    let mut a = Array::new(&opts.svm, &opts.aggregates, opts.ontapi);
+    a.release = opts.ontap_version;
+    a
+}
+
 async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
-    if req.path != SERVLET {
+    let is_rest = req.path == "/api" || req.path.starts_with("/api/");
+    if is_rest && shared.api.rest() {
+        if req.authorization.as_deref() != Some(shared.auth.as_str()) {
+            return rest::unauthorized();
+        }
+        if !shared.latency.is_zero() {
+            tokio::time::sleep(shared.latency).await;
+        }
+        return rest::handle(shared, req).await;
+    }
+    if req.path != SERVLET || !shared.api.zapi() {
         return HttpResponse::new(404, "text/plain", "Not Found");
     }
     if req.authorization.as_deref() != Some(shared.auth.as_str()) {

@@ -21,6 +21,10 @@ pub struct Array {
     pub next_id: u64,
     #[serde(default)]
     pub jobs: BTreeMap<u64, Job>,
+    /// The ONTAP release (`9.15.1`) `GET /api/cluster` reports; `None` (older state files):
+    /// derived from the ONTAPI version (see [`Array::release`]).
+    #[serde(default)]
+    pub release: Option<[u32; 3]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,6 +113,9 @@ pub struct Lun {
     pub online: bool,
     pub ostype: String,
     pub space_reserved: bool,
+    /// The LUN's comment (ZAPI `comment`, REST `comment`).
+    #[serde(default)]
+    pub comment: String,
     /// igroup → LUN id.
     pub maps: BTreeMap<String, u32>,
 }
@@ -137,6 +144,9 @@ pub struct Job {
     pub vserver: String,
     /// Polls that still answer `running`.
     pub polls_left: u32,
+    /// The errno and message the job fails with once it ends; `None`: it succeeds.
+    #[serde(default)]
+    pub error: Option<(u32, String)>,
 }
 
 /// An aggregate as `--aggregates` gives it: `name:media:size`.
@@ -216,6 +226,7 @@ impl Array {
             svms: BTreeMap::new(),
             next_id: 1,
             jobs: BTreeMap::new(),
+            release: None,
         };
         a.add_svm(svm, 0);
         a
@@ -298,6 +309,15 @@ impl Array {
             export_policies: BTreeMap::from([("default".to_string(), vec![default_rule])]),
         };
         self.svms.insert(name.to_string(), svm);
+    }
+
+    /// The ONTAP release: as configured, else the one matching the ONTAPI version (ONTAPI
+    /// 1.MN0+P is ONTAP 9.(MN-10).P: 1.180 is 9.8.0, 1.251 is 9.15.1).
+    pub fn release(&self) -> [u32; 3] {
+        self.release.unwrap_or_else(|| {
+            let m = self.ontapi_minor;
+            [9, (m / 10).saturating_sub(10), m % 10]
+        })
     }
 
     pub fn id(&mut self) -> u64 {

@@ -41,9 +41,21 @@ pub(super) fn export_policy_get(ctx: &mut Ctx<'_>, api: &Node) -> R {
 pub(super) fn export_policy_destroy(ctx: &mut Ctx<'_>, api: &Node) -> R {
     let name = arg(api, "policy-name")?.to_string();
     let svm = ctx.svm(&api.name)?;
-    if svm.export_policies.remove(&name).is_none() {
+    if !svm.export_policies.contains_key(&name) {
         return Err(policy_missing(&name));
     }
+    // ONTAP keeps a policy that a volume or qtree still uses (errno unverified; EAPIERROR).
+    let in_use = svm
+        .volumes
+        .values()
+        .any(|v| v.export_policy == name || v.qtrees.values().any(|q| q.export_policy == name));
+    if in_use {
+        return Err(fail(
+            errno::EAPIERROR,
+            format!("Export policy \"{name}\" is in use by a volume or qtree"),
+        ));
+    }
+    svm.export_policies.remove(&name);
     Ok(vec![])
 }
 

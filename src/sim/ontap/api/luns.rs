@@ -99,6 +99,7 @@ pub(super) fn lun_create(ctx: &mut Ctx<'_>, api: &Node) -> R {
             online: true,
             ostype,
             space_reserved: reserved,
+            comment: opt(api, "comment").unwrap_or("").to_string(),
             maps: BTreeMap::new(),
         },
     );
@@ -128,6 +129,7 @@ pub(super) fn lun_get_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
                     .with_leaf("is-space-reservation-enabled", l.space_reserved.to_string())
                     .with_leaf("block-size", "512")
                     .with_leaf("uuid", &l.uuid)
+                    .with_leaf("comment", &l.comment)
                     .with_leaf("state", if l.online { "online" } else { "offline" }),
             ));
         }

@@ -205,13 +205,13 @@ pub(super) fn dispatch(ctx: &mut Ctx<'_>, api: &Node) -> R {
     match api.name.as_str() {
         "system-get-ontapi-version" => ontapi_version(ctx),
         "system-get-version" => Ok(vec![
-            leaf(
-                "version",
+            leaf("version", {
+                let [g, ma, mi] = ctx.a.release();
                 format!(
-                    "NetApp Release 9.8 (storch-sim, ONTAPI {}.{})",
+                    "NetApp Release {g}.{ma}.{mi} (storch-sim, ONTAPI {}.{})",
                     ctx.a.ontapi_major, ctx.a.ontapi_minor
-                ),
-            ),
+                )
+            }),
             leaf("is-clustered", true),
             leaf("build-timestamp", 1_600_000_000),
         ]),

@@ -237,6 +237,7 @@ pub(super) fn start_job(ctx: &mut Ctx<'_>, description: &str) -> Vec<Node> {
             description: description.to_string(),
             vserver: ctx.svm.clone().unwrap_or_default(),
             polls_left: ctx.tuning.async_polls,
+            error: None,
         },
     );
     vec![
@@ -260,15 +261,19 @@ pub(super) fn job_get_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
         let state = if job.polls_left > 0 {
             job.polls_left -= 1;
             "running"
+        } else if job.error.is_some() {
+            "failure"
         } else {
             "success"
         };
+        let (code, message) = job.error.clone().unwrap_or((0, String::new()));
         records.push((
             format!("{id:020}"),
             Node::new("job-info")
                 .with_leaf("job-id", id.to_string())
                 .with_leaf("job-state", state)
-                .with_leaf("job-status-code", "0")
+                .with_leaf("job-status-code", code.to_string())
+                .with_leaf("job-failure-reason", message)
                 .with_leaf("job-description", &job.description)
                 .with_leaf(
                     "job-completion",
@@ -281,7 +286,7 @@ pub(super) fn job_get_iter(ctx: &mut Ctx<'_>, api: &Node) -> R {
     if let Some(w) = wanted
         && records
             .iter()
-            .any(|(_, r)| r.str_at("job-state") == "success")
+            .any(|(_, r)| r.str_at("job-state") != "running")
     {
         ctx.a.jobs.remove(&w);
     }
