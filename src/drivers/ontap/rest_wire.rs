@@ -21,6 +21,9 @@ pub mod codes {
     pub const NAME_TOO_LONG: u64 = 917886;
     pub const NAME_BAD_START: u64 = 917887;
     pub const PARENT_NOT_FOUND: u64 = 524601;
+    /// ONTAP's "object not found" (ZAPI's errno 15661), which REST answers carry too, e.g.
+    /// for a clone's missing parent snapshot (§5.6 names no code for that case).
+    pub const OBJECT_NOT_FOUND: u64 = 15661;
     pub const VOLUME_HAS_CLONES: u64 = 524615;
     pub const VOLUME_BUSY: u64 = 524486;
     pub const SNAPSHOT_BUSY: u64 = 1638555;
@@ -113,6 +116,7 @@ pub fn is_not_found_code(code: u64) -> bool {
             | MAP_NOT_FOUND
             | POLICY_NOT_FOUND
             | PARENT_NOT_FOUND
+            | OBJECT_NOT_FOUND
             | MAP_LUN_NOT_FOUND
     )
 }
@@ -387,6 +391,7 @@ mod tests {
         assert_eq!(class(917526), "exists");
         assert_eq!(class(1704070), "exists");
         assert_eq!(class(5374875), "not_found");
+        assert_eq!(class(15661), "not_found");
         assert_eq!(class(917508), "not_found");
         assert_eq!(class(524615), "conflict");
         assert_eq!(class(1638555), "conflict");
