@@ -15,10 +15,9 @@ fn offers(d: &storch::drivers::Discovery, pool: &str) -> Value {
     serde_json::to_value(&p.offers).unwrap()
 }
 
-#[tokio::test]
-async fn discovery_pools_offers_and_names() {
+async fn discovery_pools_offers_and_names(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
 
     let nas = driver(&backend(&sim, "ontap-nas", json!({})));
     let d = discover(&nas).await;
@@ -184,10 +183,9 @@ async fn svm_scoped_user_and_unreadable_media() {
     assert!(offers(&disc, "aggr1").get("media").is_some());
 }
 
-#[tokio::test]
-async fn nas_volume_lands_with_its_options() {
+async fn nas_volume_lands_with_its_options(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas",
@@ -209,7 +207,11 @@ async fn nas_volume_lands_with_its_options() {
     assert_eq!(v.space_guarantee, "volume", "thick from the class");
     assert_eq!(v.snapshot_policy, "default");
     assert_eq!(v.snapshot_reserve, 10);
-    assert_eq!(v.unix_permissions, "---rwxr-x---");
+    // ZAPI sends the mode as given, REST as the integer 750: the same mode.
+    assert_eq!(
+        storch::drivers::ontap::permissions_to_octal(&v.unix_permissions),
+        "0750"
+    );
     assert_eq!(v.security_style, "mixed");
     assert!(v.encrypt);
     assert!(!v.snapdir, "snapshot directory hidden by default");
@@ -248,10 +250,9 @@ async fn nas_volume_lands_with_its_options() {
     d.destroy("trident_v2").await.unwrap();
 }
 
-#[tokio::test]
-async fn economy_fills_flexvols_and_prunes_them() {
+async fn economy_fills_flexvols_and_prunes_them(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas-economy",
@@ -341,10 +342,9 @@ async fn economy_fills_flexvols_and_prunes_them() {
     assert!(array_volumes(&sim, "svm1").is_empty());
 }
 
-#[tokio::test]
-async fn san_luns_igroup_and_access() {
+async fn san_luns_igroup_and_access(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-san",
@@ -726,12 +726,11 @@ fn storch_sim_binary_serves_tls_and_persists() {
     }
 }
 
-#[tokio::test]
-async fn offers_are_stable_between_discoveries() {
+async fn offers_are_stable_between_discoveries(api: Api) {
     // Discovery results are recorded as events when they change: free bytes must not leak
     // into the pools.
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas",
@@ -748,3 +747,12 @@ async fn offers_are_stable_between_discoveries() {
     ));
     d.destroy("trident_s").await.unwrap();
 }
+
+// The tests above that do not inject API-specific faults run over both APIs.
+crate::over_both_apis!(
+    discovery_pools_offers_and_names,
+    nas_volume_lands_with_its_options,
+    economy_fills_flexvols_and_prunes_them,
+    san_luns_igroup_and_access,
+    offers_are_stable_between_discoveries,
+);
