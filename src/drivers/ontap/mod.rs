@@ -1,13 +1,18 @@
-//! The ONTAP drivers over ZAPI (XML over HTTPS): `ontap-nas`, `ontap-nas-economy`,
-//! `ontap-nas-flexgroup` and `ontap-san`.
+//! The ONTAP drivers over ZAPI (XML over HTTPS) or REST (`/api`, JSON), one driver logic over
+//! both: `ontap-nas`, `ontap-nas-economy`, `ontap-nas-flexgroup` and `ontap-san`.
 //!
 //! Files (the ZAPI codec itself is `crate::wire::zapi`, shared with the simulator):
 //! - `mod.rs`: the driver, its volume options and the trait impl, which dispatches to the variant.
-//! - `config.rs`: the backend config.
-//! - `client.rs`: the ZAPI transport (POST, paging, jobs, retries, errno classes).
-//! - `calls.rs`: the typed ZAPI calls.
-//! - `wire.rs`: the driver's records and request specs on the ZAPI tree.
-//! - `discovery.rs`: version, SVM, aggregates, LIFs, iSCSI target; the pools.
+//! - `config.rs`: the backend config (`useREST`, `maxConcurrentRequests` among it).
+//! - `api.rs`: the [`api::OntapApi`] trait the variants call, and the per-LIF request cap.
+//! - `client.rs`: the ZAPI transport (POST, paging, jobs, retries, errno classes) and the one
+//!   error type of both APIs.
+//! - `calls.rs`: `OntapApi` over ZAPI.
+//! - `rest.rs`: the REST transport (paging by `_links.next`, jobs, error bodies);
+//!   `rest_calls.rs`: `OntapApi` over REST; `rest_wire.rs`: its JSON, codes and the
+//!   REST-or-ZAPI choice.
+//! - `wire.rs`: the driver's records and request specs (and their ZAPI encoding).
+//! - `discovery.rs`: the API choice, version, SVM, aggregates, LIFs, iSCSI target; the pools.
 //! - `flexvol.rs`: what the variants share (FlexVol specs, rollback, snapshots, FlexClones).
 //! - `nas.rs`, `economy.rs`, `flexgroup.rs`, `san.rs`: one per variant; they import
 //!   `flexvol.rs`, never each other (flexgroup reuses ontap-nas's FlexVol-style calls).

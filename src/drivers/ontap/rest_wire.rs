@@ -379,15 +379,7 @@ mod tests {
 
     #[test]
     fn classes() {
-        let class = |c: u64| match classify(c, "m".into()) {
-            DriverError::NotFound(_) => "not_found",
-            DriverError::AlreadyExists(_) => "exists",
-            DriverError::Conflict(_) => "conflict",
-            DriverError::Unsupported(_) => "unsupported",
-            DriverError::Unavailable(_) => "unavailable",
-            DriverError::Invalid(_) => "invalid",
-            DriverError::Other(_) => "other",
-        };
+        let class = |c: u64| crate::drivers::testing::class_name(&classify(c, "m".into()));
         assert_eq!(class(917526), "exists");
         assert_eq!(class(1704070), "exists");
         assert_eq!(class(5374875), "not_found");

@@ -363,15 +363,7 @@ async fn error_bodies_map_to_the_driver_error_classes() {
             .get(&Req::new(format!("/x/{code}")))
             .await
             .unwrap_err();
-        match e.into_driver() {
-            DriverError::NotFound(_) => "not_found",
-            DriverError::AlreadyExists(_) => "exists",
-            DriverError::Conflict(_) => "conflict",
-            DriverError::Unsupported(_) => "unsupported",
-            DriverError::Unavailable(_) => "unavailable",
-            DriverError::Invalid(_) => "invalid",
-            DriverError::Other(_) => "other",
-        }
+        storch::drivers::testing::class_name(&e.into_driver())
     };
     assert_eq!(class("917526").await, "exists");
     assert_eq!(class("numeric").await, "exists");
