@@ -256,6 +256,22 @@ impl RestClient {
         Ok(value)
     }
 
+    /// [`Self::change`], retried as a whole while it fails with the busy class, also when the
+    /// busy answer comes as a failed job (a volume busy on delete, 524486; too many qtree
+    /// deletes, 5242925), as Trident retries them.
+    pub async fn change_retrying_busy(
+        &self,
+        method: Method,
+        req: &Req,
+        body: Option<&Value>,
+    ) -> Result<Value, OntapError> {
+        let what = format!("{method} {}", req.describe());
+        http::retry(&self.retry, &what, OntapError::is_retryable, || {
+            self.change(method.clone(), req, body)
+        })
+        .await
+    }
+
     /// Polls a job (`?fields=state`) until it ends, at most the job timeout; then reads it in
     /// full. `failure` is an error carrying the job's code and message.
     pub async fn wait_job(&self, href: &str, what: &str) -> Result<(), OntapError> {

@@ -359,7 +359,7 @@ impl OntapApi for RestClient {
             return Ok(());
         };
         let r = self
-            .change(
+            .change_retrying_busy(
                 Method::DELETE,
                 &Req::new(format!("/storage/volumes/{uuid}")),
                 None,
@@ -523,7 +523,7 @@ impl OntapApi for RestClient {
         };
         let (vol, id) = (str_at(r, "volume.uuid"), r["id"].as_u64().unwrap_or(0));
         gone_ok(
-            self.change(
+            self.change_retrying_busy(
                 Method::DELETE,
                 &Req::new(format!("/storage/qtrees/{vol}/{id}")),
                 None,

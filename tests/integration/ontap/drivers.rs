@@ -756,3 +756,50 @@ crate::over_both_apis!(
     san_luns_igroup_and_access,
     offers_are_stable_between_discoveries,
 );
+
+/// Over REST, faults the simulator injects synchronously or through a failed job reach the
+/// driver as the same classified errors, and a refusal changes nothing on the array.
+#[tokio::test]
+async fn rest_faults_arrive_classified_whether_sync_or_by_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), Api::Rest.sim_options(SimOptions::default())).await;
+    let d = driver(&backend(&sim, "ontap-nas", json!({})));
+    discover(&d).await;
+    assert_eq!(d.chosen_api(), Some("rest"));
+
+    // A create whose job fails: the job's code decides the class; nothing is left behind.
+    sim.set_fail_rules(vec![
+        FailRule::parse("POST@storage/volumes:1:job/917534").unwrap(),
+    ]);
+    let e = d
+        .create(&req("trident_f1", "aggr1", GIB))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, DriverError::Invalid(m) if m.contains("917534")),
+        "{e}"
+    );
+    assert!(array_volumes(&sim, "svm1").is_empty());
+    // The same code answered at once: the same class.
+    sim.set_fail_rules(vec![
+        FailRule::parse("POST@storage/volumes:1:400/917534").unwrap(),
+    ]);
+    let e = d
+        .create(&req("trident_f1", "aggr1", GIB))
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, DriverError::Invalid(_)), "{e}");
+    sim.set_fail_rules(vec![]);
+
+    // A delete that stays busy is retried, then reported as unavailable; the volume stays.
+    d.create(&req("trident_f2", "aggr1", GIB)).await.unwrap();
+    sim.set_fail_rules(vec![
+        FailRule::parse("DELETE@storage/volumes/*:1:job/524486").unwrap(),
+    ]);
+    let e = d.destroy("trident_f2").await.unwrap_err();
+    assert!(matches!(&e, DriverError::Unavailable(_)), "{e}");
+    assert_eq!(array_volumes(&sim, "svm1"), ["trident_f2"]);
+    sim.set_fail_rules(vec![]);
+    d.destroy("trident_f2").await.unwrap();
+    assert!(array_volumes(&sim, "svm1").is_empty());
+}
