@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::api::OntapApi;
 use super::client::OntapError;
@@ -112,9 +113,10 @@ impl OntapDriver {
 
     /// Chooses REST or ZAPI once, as Trident does (wire-protocols §5.8): `GET /cluster` over
     /// REST; no answer means ZAPI unless `useREST` is true; else the version and `useREST`
-    /// decide. The choice and its reason are logged and shown in the external config.
+    /// decide. The choice and its reason are logged and shown in the external config. A
+    /// fallback because REST did not answer is asked again at the next discovery.
     async fn choose_api(&self) -> DriverResult<()> {
-        if self.chosen_api().is_some() {
+        if self.chosen_api().is_some() && !self.reprobe.load(Ordering::Relaxed) {
             return Ok(());
         }
         let probe = self.rest.cluster_version().await;
@@ -142,6 +144,7 @@ impl OntapDriver {
             rest_probe = %probe.err().map(|e| e.to_string()).unwrap_or_else(|| "ok".into()),
             "chose the ONTAP API"
         );
+        self.reprobe.store(version.is_none(), Ordering::Relaxed);
         *self.chosen.write().unwrap_or_else(|e| e.into_inner()) = Some(api);
         Ok(())
     }

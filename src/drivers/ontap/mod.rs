@@ -71,6 +71,9 @@ pub struct OntapDriver {
     rest: Arc<RestClient>,
     /// The API chosen at discovery (`useREST` and the array's version).
     chosen: RwLock<Option<Arc<dyn OntapApi>>>,
+    /// The choice fell back to ZAPI because REST did not answer: ask again at the next
+    /// discovery, so one transient failure does not pin a REST-only array to ZAPI.
+    reprobe: std::sync::atomic::AtomicBool,
     discovered: RwLock<Option<Arc<Discovered>>>,
     /// Serialises economy FlexVol management (choose, grow, shrink, prune).
     eco_lock: tokio::sync::Mutex<()>,
@@ -114,6 +117,7 @@ impl OntapDriver {
             zapi,
             rest,
             chosen: RwLock::new(None),
+            reprobe: std::sync::atomic::AtomicBool::new(false),
             discovered: RwLock::new(None),
             eco_lock: tokio::sync::Mutex::new(()),
         })

@@ -569,3 +569,31 @@ async fn at_most_twenty_requests_in_flight_per_lif() {
         4
     );
 }
+
+#[tokio::test]
+async fn a_fallback_to_zapi_is_asked_again_at_the_next_discovery() {
+    // REST does not answer the first probe (as during a restart of the management LIF).
+    let rest = cluster((9, 15, 1));
+    let probes = AtomicUsize::new(0);
+    let c = canned(
+        0,
+        Box::new(move |s, n| {
+            if s.path == "/api/cluster" && probes.fetch_add(1, Ordering::SeqCst) == 0 {
+                return error(404, "4", "not yet");
+            }
+            rest(s, n)
+        }),
+    )
+    .await;
+    let drv = c.driver(json!({})).unwrap();
+    assert!(drv.discover().await.is_err(), "no ZAPI on this array");
+    assert_eq!(drv.chosen_api(), Some("zapi"));
+    drv.discover().await.unwrap();
+    assert_eq!(drv.chosen_api(), Some("rest"));
+    // Once REST answered, the choice stands: no more probes.
+    drv.discover().await.unwrap();
+    let probes = c.seen().iter().filter(|s| s.path == "/api/cluster").count();
+    // Probe 1 (refused), probe 2 and its discovery's version read, then only the version
+    // read of the third discovery.
+    assert_eq!(probes, 4);
+}
