@@ -195,14 +195,7 @@ impl OntapApi for RestClient {
         let record = self
             .get(&Req::new(format!("/svm/svms/{uuid}")).q("fields", "aggregates"))
             .await?;
-        let names: Vec<String> = record["aggregates"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x["name"].as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let names = rw::names_at(&record, "aggregates");
         // Free space needs the aggregates collection, which an SVM admin may not read.
         let space = match self
             .collect(Req::new("/storage/aggregates").q(

@@ -235,16 +235,21 @@ pub fn str_at<'a>(v: &'a Value, path: &str) -> &'a str {
     at(v, path).as_str().unwrap_or_default()
 }
 
-/// A volume record as the drivers read it.
-pub fn volume_record(v: &Value) -> VolumeRecord {
-    let aggregates: Vec<String> = at(v, "aggregates")
+/// The `name`s of a list of references (`aggregates: [{name, uuid}]`).
+pub fn names_at(v: &Value, path: &str) -> Vec<String> {
+    at(v, path)
         .as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|x| x["name"].as_str().map(str::to_string))
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// A volume record as the drivers read it.
+pub fn volume_record(v: &Value) -> VolumeRecord {
+    let aggregates = names_at(v, "aggregates");
     let parent = str_at(v, "clone.parent_volume.name");
     VolumeRecord {
         name: str_at(v, "name").to_string(),
