@@ -59,7 +59,7 @@ pub(super) async fn adopt(
         return adopt_qtree(drv, d, planned).await;
     }
     let style = super::nas::style(drv);
-    let Some(v) = drv.client.volume(&d.svm, name, None).await? else {
+    let Some(v) = drv.api().volume(&d.svm, name, None).await? else {
         return Ok(None);
     };
     check_flexvol(drv, d, planned, &v, style)?;
@@ -70,7 +70,7 @@ pub(super) async fn adopt(
         };
         match &v.clone_parent {
             Some((parent, _)) if *parent == req.source_internal_name => {
-                drv.client
+                drv.api()
                     .volume_set_comment(&d.svm, name, &mark(name))
                     .await?;
             }
@@ -122,7 +122,7 @@ async fn finish_lun(
     v: &VolumeRecord,
 ) -> DriverResult<VolumeInfo> {
     let name = planned.internal_name();
-    let c = &drv.client;
+    let c = drv.api();
     let path = lun_path(name);
     let size = match c.luns(&d.svm, &path).await?.get(&path).copied() {
         Some(size) => size,

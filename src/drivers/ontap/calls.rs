@@ -1,18 +1,27 @@
-//! The typed ZAPI calls the drivers make (version, volumes, snapshots, clones, qtrees, quotas,
-//! export policies, LUNs, igroups): one method each on [`ZapiClient`].
+//! The ZAPI implementation of [`OntapApi`]: the typed calls the drivers make (version, SVMs,
+//! aggregates, LIFs, volumes, snapshots, clones, qtrees, quotas, export policies, LUNs, igroups).
 
 use std::time::Duration;
 
-use super::client::{ZapiClient, ZapiError};
+use async_trait::async_trait;
+
+use super::api::{AggregateKind, OntapApi};
+use super::client::{OntapError, ZapiClient};
+use super::discovery::Aggregate;
 use super::wire::{QtreeRecord, SnapshotRecord, VolumeCreate, VolumeRecord, volume_query};
 use crate::wire::zapi::{Node, errno};
 
 /// How long to wait for one async job.
 pub const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
-impl ZapiClient {
+#[async_trait]
+impl OntapApi for ZapiClient {
+    fn api_name(&self) -> &'static str {
+        "zapi"
+    }
+
     /// `system-get-ontapi-version` → (major, minor).
-    pub async fn ontapi_version(&self) -> Result<(u32, u32), ZapiError> {
+    async fn ontapi_version(&self) -> Result<(u32, u32), OntapError> {
         let r = self
             .call(&Node::new("system-get-ontapi-version"), None)
             .await?;
@@ -22,12 +31,12 @@ impl ZapiClient {
     }
 
     /// Volumes whose name matches `pattern` (exact, or `prefix*`).
-    pub async fn volumes(
+    async fn volumes(
         &self,
         svm: &str,
         pattern: &str,
         style: Option<&str>,
-    ) -> Result<Vec<VolumeRecord>, ZapiError> {
+    ) -> Result<Vec<VolumeRecord>, OntapError> {
         let records = self
             .iter(
                 "volume-get-iter",
@@ -39,25 +48,13 @@ impl ZapiClient {
         Ok(records.iter().map(VolumeRecord::from_node).collect())
     }
 
-    /// One volume by exact name.
-    pub async fn volume(
-        &self,
-        svm: &str,
-        name: &str,
-        style: Option<&str>,
-    ) -> Result<Option<VolumeRecord>, ZapiError> {
-        let mut v = self.volumes(svm, name, style).await?;
-        v.retain(|r| r.name == name);
-        Ok(v.into_iter().next())
-    }
-
     /// `volume-create` (one aggregate) or `volume-create-async` (a FlexGroup) and its job.
-    pub async fn volume_create(
+    async fn volume_create(
         &self,
         svm: &str,
         v: &VolumeCreate,
         flexgroup: bool,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let mut n = Node::new(if flexgroup {
             "volume-create-async"
         } else {
@@ -97,12 +94,7 @@ impl ZapiClient {
         }
     }
 
-    pub async fn volume_mount(
-        &self,
-        svm: &str,
-        name: &str,
-        junction: &str,
-    ) -> Result<(), ZapiError> {
+    async fn volume_mount(&self, svm: &str, name: &str, junction: &str) -> Result<(), OntapError> {
         let n = Node::new("volume-mount")
             .with_leaf("volume-name", name)
             .with_leaf("junction-path", junction);
@@ -110,83 +102,37 @@ impl ZapiClient {
     }
 
     /// Sets `.snapshot` directory visibility.
-    pub async fn volume_set_snapdir(
+    async fn volume_set_snapdir(
         &self,
         svm: &str,
         name: &str,
         visible: bool,
         flexgroup: bool,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let attrs = Node::new("volume-snapshot-attributes")
             .with_leaf("snapdir-access-enabled", visible.to_string());
         self.volume_modify(svm, name, attrs, flexgroup).await
     }
 
     /// Sets the volume comment (where storch marks the volumes it makes).
-    pub async fn volume_set_comment(
+    async fn volume_set_comment(
         &self,
         svm: &str,
         name: &str,
         comment: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let attrs = Node::new("volume-id-attributes").with_leaf("comment", comment);
         self.volume_modify(svm, name, attrs, false).await
     }
 
-    /// Changes one sub-object of a volume's attributes: `volume-modify-iter`, or for a
-    /// FlexGroup the `-async` variant ONTAP requires (its job is waited for). Both pass even
-    /// when the per-volume modify failed, so the failure list is checked.
-    async fn volume_modify(
-        &self,
-        svm: &str,
-        name: &str,
-        attributes: Node,
-        flexgroup: bool,
-    ) -> Result<(), ZapiError> {
-        let api = if flexgroup {
-            "volume-modify-iter-async"
-        } else {
-            "volume-modify-iter"
-        };
-        let n = Node::new(api)
-            .with(Node::new("query").with(volume_query(name, None)))
-            .with(Node::new("attributes").with(Node::new("volume-attributes").with(attributes)));
-        let r = self.call(&n, Some(svm)).await?;
-        let info = format!("{api}-info");
-        if r.u64_at("num-failed").unwrap_or(0) > 0 {
-            let f = r
-                .at(&format!("failure-list/{info}"))
-                .cloned()
-                .unwrap_or_default();
-            return Err(ZapiError::Api {
-                api: api.into(),
-                errno: f.u64_at("error-code").unwrap_or(0) as u32,
-                reason: f.str_at("error-message").to_string(),
-            });
-        }
-        if !flexgroup {
-            return Ok(());
-        }
-        match r.at(&format!("success-list/{info}")) {
-            Some(ok) => match ok.text_at("jobid") {
-                Some(id) if !id.is_empty() => self.wait_job(id, JOB_TIMEOUT).await,
-                _ => Ok(()),
-            },
-            None => Err(ZapiError::Malformed {
-                api: api.into(),
-                msg: format!("no FlexGroup named {name} was modified"),
-            }),
-        }
-    }
-
     /// `volume-size` with a new size (absolute bytes); `-async` for FlexGroups.
-    pub async fn volume_set_size(
+    async fn volume_set_size(
         &self,
         svm: &str,
         name: &str,
         bytes: u64,
         flexgroup: bool,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         if flexgroup {
             let n = Node::new("volume-size-async")
                 .with_leaf("volume-name", name)
@@ -204,12 +150,12 @@ impl ZapiClient {
     /// offline calls would leave a volume ONTAP then refuses to destroy (one with FlexClones,
     /// errno 15894) offline and without its junction; one call refuses without a change.
     /// A volume already gone counts as destroyed.
-    pub async fn volume_destroy(
+    async fn volume_destroy(
         &self,
         svm: &str,
         name: &str,
         flexgroup: bool,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let result = if flexgroup {
             let n = Node::new("volume-destroy-async")
                 .with_leaf("volume-name", name)
@@ -223,7 +169,7 @@ impl ZapiClient {
         };
         match result {
             Err(e) if e.is_not_found() => Ok(()),
-            Err(e) if e.is_errno(&[errno::EVOLDEL_NOT_ALLOW_BY_CLONE]) => Err(ZapiError::Api {
+            Err(e) if e.is_errno(&[errno::EVOLDEL_NOT_ALLOW_BY_CLONE]) => Err(OntapError::Api {
                 api: "volume-destroy".into(),
                 errno: errno::EVOLDEL_NOT_ALLOW_BY_CLONE,
                 reason: format!(
@@ -236,23 +182,19 @@ impl ZapiClient {
         }
     }
 
-    pub async fn snapshot_create(
+    async fn snapshot_create(
         &self,
         svm: &str,
         volume: &str,
         snapshot: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("snapshot-create")
             .with_leaf("volume", volume)
             .with_leaf("snapshot", snapshot);
         self.call(&n, Some(svm)).await.map(|_| ())
     }
 
-    pub async fn snapshots(
-        &self,
-        svm: &str,
-        volume: &str,
-    ) -> Result<Vec<SnapshotRecord>, ZapiError> {
+    async fn snapshots(&self, svm: &str, volume: &str) -> Result<Vec<SnapshotRecord>, OntapError> {
         let q = Node::new("snapshot-info").with_leaf("volume", volume);
         let records = self
             .iter("snapshot-get-iter", Some(q), None, Some(svm))
@@ -271,12 +213,12 @@ impl ZapiClient {
     }
 
     /// Deletes a snapshot; one already gone (or whose volume is gone) is success.
-    pub async fn snapshot_delete(
+    async fn snapshot_delete(
         &self,
         svm: &str,
         volume: &str,
         snapshot: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("snapshot-delete")
             .with_leaf("volume", volume)
             .with_leaf("snapshot", snapshot);
@@ -286,14 +228,14 @@ impl ZapiClient {
         }
     }
 
-    pub async fn clone_create(
+    async fn clone_create(
         &self,
         svm: &str,
         name: &str,
         parent: &str,
         snapshot: &str,
         space_reserve: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("volume-clone-create")
             .with_leaf("volume", name)
             .with_leaf("parent-volume", parent)
@@ -302,19 +244,19 @@ impl ZapiClient {
         self.call(&n, Some(svm)).await.map(|_| ())
     }
 
-    pub async fn clone_split_start(&self, svm: &str, name: &str) -> Result<(), ZapiError> {
+    async fn clone_split_start(&self, svm: &str, name: &str) -> Result<(), OntapError> {
         let n = Node::new("volume-clone-split-start").with_leaf("volume", name);
         self.call(&n, Some(svm)).await.map(|_| ())
     }
 
     // ---- qtrees and quotas ----
 
-    pub async fn qtrees(
+    async fn qtrees(
         &self,
         svm: &str,
         volume_pattern: &str,
         qtree_pattern: Option<&str>,
-    ) -> Result<Vec<QtreeRecord>, ZapiError> {
+    ) -> Result<Vec<QtreeRecord>, OntapError> {
         let q = Node::new("qtree-info")
             .with_leaf("volume", volume_pattern)
             .with_opt("qtree", qtree_pattern);
@@ -334,7 +276,7 @@ impl ZapiClient {
             .collect())
     }
 
-    pub async fn qtree_create(
+    async fn qtree_create(
         &self,
         svm: &str,
         volume: &str,
@@ -342,7 +284,7 @@ impl ZapiClient {
         mode: &str,
         security_style: &str,
         export_policy: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("qtree-create")
             .with_leaf("volume", volume)
             .with_leaf("qtree", qtree)
@@ -353,12 +295,7 @@ impl ZapiClient {
     }
 
     /// Deletes a qtree; one already gone is success.
-    pub async fn qtree_delete(
-        &self,
-        svm: &str,
-        volume: &str,
-        qtree: &str,
-    ) -> Result<(), ZapiError> {
+    async fn qtree_delete(&self, svm: &str, volume: &str, qtree: &str) -> Result<(), OntapError> {
         let n = Node::new("qtree-delete")
             .with_leaf("qtree", format!("/vol/{volume}/{qtree}"))
             .with_leaf("force", "true");
@@ -369,11 +306,11 @@ impl ZapiClient {
     }
 
     /// Tree quota limits (bytes) by `/vol/<volume>/<qtree>` target.
-    pub async fn tree_quotas(
+    async fn tree_quotas(
         &self,
         svm: &str,
         volume_pattern: &str,
-    ) -> Result<std::collections::BTreeMap<String, u64>, ZapiError> {
+    ) -> Result<std::collections::BTreeMap<String, u64>, OntapError> {
         let q = Node::new("quota-entry")
             .with_leaf("volume", volume_pattern)
             .with_leaf("quota-type", "tree");
@@ -389,13 +326,13 @@ impl ZapiClient {
             .collect())
     }
 
-    pub async fn tree_quota_set(
+    async fn tree_quota_set(
         &self,
         svm: &str,
         volume: &str,
         qtree: &str,
         bytes: u64,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("quota-set-entry")
             .with_leaf("volume", volume)
             .with_leaf("qtree", "")
@@ -406,12 +343,12 @@ impl ZapiClient {
         self.quota_resize(svm, volume).await
     }
 
-    pub async fn tree_quota_delete(
+    async fn tree_quota_delete(
         &self,
         svm: &str,
         volume: &str,
         qtree: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("quota-delete-entry")
             .with_leaf("volume", volume)
             .with_leaf("qtree", "")
@@ -426,16 +363,7 @@ impl ZapiClient {
         self.quota_resize(svm, volume).await
     }
 
-    /// Makes quota rule changes take effect (`quota-resize`, an async job).
-    pub async fn quota_resize(&self, svm: &str, volume: &str) -> Result<(), ZapiError> {
-        let n = Node::new("quota-resize").with_leaf("volume", volume);
-        match self.call_async(&n, Some(svm), JOB_TIMEOUT).await {
-            Err(e) if e.is_not_found() => Ok(()),
-            r => r,
-        }
-    }
-
-    pub async fn quota_on(&self, svm: &str, volume: &str) -> Result<(), ZapiError> {
+    async fn quota_on(&self, svm: &str, volume: &str) -> Result<(), OntapError> {
         let n = Node::new("quota-on").with_leaf("volume", volume);
         self.call_async(&n, Some(svm), JOB_TIMEOUT).await
     }
@@ -443,12 +371,12 @@ impl ZapiClient {
     // ---- export policies ----
 
     /// Creates an export policy with one rule for `client_match` unless it exists.
-    pub async fn ensure_export_policy(
+    async fn ensure_export_policy(
         &self,
         svm: &str,
         policy: &str,
         client_match: &str,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let n = Node::new("export-policy-create").with_leaf("policy-name", policy);
         match self.call(&n, Some(svm)).await {
             Ok(_) => {}
@@ -486,7 +414,7 @@ impl ZapiClient {
 
     // ---- LUNs and igroups ----
 
-    pub async fn lun_create(&self, svm: &str, path: &str, size: u64) -> Result<u64, ZapiError> {
+    async fn lun_create(&self, svm: &str, path: &str, size: u64) -> Result<u64, OntapError> {
         let n = Node::new("lun-create-by-size")
             .with_leaf("path", path)
             .with_leaf("size", size.to_string())
@@ -498,11 +426,11 @@ impl ZapiClient {
     }
 
     /// LUN path → size, for LUNs whose path matches `pattern`.
-    pub async fn luns(
+    async fn luns(
         &self,
         svm: &str,
         pattern: &str,
-    ) -> Result<std::collections::BTreeMap<String, u64>, ZapiError> {
+    ) -> Result<std::collections::BTreeMap<String, u64>, OntapError> {
         let q = Node::new("lun-info").with_leaf("path", pattern);
         let records = self.iter("lun-get-iter", Some(q), None, Some(svm)).await?;
         Ok(records
@@ -511,7 +439,7 @@ impl ZapiClient {
             .collect())
     }
 
-    pub async fn lun_resize(&self, svm: &str, path: &str, size: u64) -> Result<(), ZapiError> {
+    async fn lun_resize(&self, svm: &str, path: &str, size: u64) -> Result<(), OntapError> {
         let n = Node::new("lun-resize")
             .with_leaf("path", path)
             .with_leaf("size", size.to_string());
@@ -519,7 +447,7 @@ impl ZapiClient {
     }
 
     /// Creates the igroup unless it exists (9004 / 13130 are success).
-    pub async fn ensure_igroup(&self, svm: &str, igroup: &str) -> Result<(), ZapiError> {
+    async fn ensure_igroup(&self, svm: &str, igroup: &str) -> Result<(), OntapError> {
         let n = Node::new("igroup-create")
             .with_leaf("initiator-group-name", igroup)
             .with_leaf("initiator-group-type", "iscsi")
@@ -531,7 +459,7 @@ impl ZapiClient {
     }
 
     /// The LUN id of `path` in `igroup`, mapping it first when it is not mapped yet.
-    pub async fn lun_map(&self, svm: &str, path: &str, igroup: &str) -> Result<i32, ZapiError> {
+    async fn lun_map(&self, svm: &str, path: &str, igroup: &str) -> Result<i32, OntapError> {
         let n = Node::new("lun-map-list-info").with_leaf("path", path);
         let r = self.call(&n, Some(svm)).await?;
         if let Some(groups) = r.child("initiator-groups") {
@@ -549,12 +477,7 @@ impl ZapiClient {
     }
 
     /// The LUN id of `path` in `igroup`, if mapped.
-    pub async fn lun_id(
-        &self,
-        svm: &str,
-        path: &str,
-        igroup: &str,
-    ) -> Result<Option<i32>, ZapiError> {
+    async fn lun_id(&self, svm: &str, path: &str, igroup: &str) -> Result<Option<i32>, OntapError> {
         let n = Node::new("lun-map-list-info").with_leaf("path", path);
         let r = self.call(&n, Some(svm)).await?;
         Ok(r.child("initiator-groups").and_then(|groups| {
@@ -566,7 +489,7 @@ impl ZapiClient {
     }
 
     /// Unmaps (from `igroup`), offlines and destroys a LUN; "already gone" is success.
-    pub async fn lun_destroy(&self, svm: &str, path: &str, igroup: &str) -> Result<(), ZapiError> {
+    async fn lun_destroy(&self, svm: &str, path: &str, igroup: &str) -> Result<(), OntapError> {
         let gone = [
             errno::EOBJECTNOTFOUND,
             errno::NO_SUCH_VOLUME,
@@ -593,6 +516,148 @@ impl ZapiClient {
         match self.call(&n, Some(svm)).await {
             Err(e) if e.is_errno(&gone) => Ok(()),
             r => r.map(|_| ()),
+        }
+    }
+
+    // ---- discovery ----
+
+    async fn data_svms(&self) -> Result<Vec<String>, OntapError> {
+        let q = Node::new("vserver-info").with_leaf("vserver-type", "data");
+        let records = self.iter("vserver-get-iter", Some(q), None, None).await?;
+        Ok(records
+            .iter()
+            .filter(|r| matches!(r.str_at("vserver-type"), "data" | ""))
+            .map(|r| r.str_at("vserver-name").to_string())
+            .collect())
+    }
+
+    async fn svm_aggregates(&self, svm: &str) -> Result<Option<Vec<Aggregate>>, OntapError> {
+        let q = Node::new("vserver-info").with_leaf("vserver-name", svm);
+        let records = self.iter("vserver-get-iter", Some(q), None, None).await?;
+        let records: Vec<&Node> = records
+            .iter()
+            .filter(|r| r.str_at("vserver-name") == svm)
+            .collect();
+        let [record] = records.as_slice() else {
+            return Ok(None);
+        };
+        Ok(Some(
+            record
+                .at("vserver-aggr-info-list")
+                .map(|l| {
+                    l.children_named("vserver-aggr-info")
+                        .map(|a| Aggregate {
+                            name: a.str_at("aggr-name").to_string(),
+                            media: None,
+                            available: a.u64_at("aggr-availsize").unwrap_or(0),
+                            nve_capable: true,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ))
+    }
+
+    async fn aggregate_kinds(&self, svm: &str) -> Result<Vec<AggregateKind>, OntapError> {
+        match self
+            .iter("vserver-show-aggr-get-iter", None, None, Some(svm))
+            .await
+        {
+            Ok(records) => Ok(records
+                .iter()
+                .map(|r| AggregateKind {
+                    name: r.str_at("aggregate-name").to_string(),
+                    media: r.str_at("aggregate-type").to_string(),
+                    nve_capable: r.bool_at("is-nve-capable").unwrap_or(false),
+                })
+                .collect()),
+            Err(e) if e.is_errno(&[errno::EAPINOTFOUND, errno::EAPIPRIVILEGE]) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn data_lifs(&self, svm: &str, protocol: &str) -> Result<Vec<String>, OntapError> {
+        let records = self
+            .iter(
+                "net-interface-get-iter",
+                Some(Node::new("net-interface-info")),
+                None,
+                Some(svm),
+            )
+            .await?;
+        Ok(records
+            .iter()
+            .filter(|r| {
+                let vs = r.str_at("vserver");
+                (vs.is_empty() || vs == svm)
+                    && r.str_at("operational-status") == "up"
+                    && r.list_at("data-protocols").iter().any(|p| p == protocol)
+            })
+            .map(|r| r.str_at("address").to_string())
+            .collect())
+    }
+
+    async fn iscsi_target_name(&self, svm: &str) -> Result<String, OntapError> {
+        let r = self
+            .call(&Node::new("iscsi-node-get-name"), Some(svm))
+            .await?;
+        Ok(r.str_at("node-name").to_string())
+    }
+}
+
+impl ZapiClient {
+    /// Changes one sub-object of a volume's attributes: `volume-modify-iter`, or for a
+    /// FlexGroup the `-async` variant ONTAP requires (its job is waited for). Both pass even
+    /// when the per-volume modify failed, so the failure list is checked.
+    async fn volume_modify(
+        &self,
+        svm: &str,
+        name: &str,
+        attributes: Node,
+        flexgroup: bool,
+    ) -> Result<(), OntapError> {
+        let api = if flexgroup {
+            "volume-modify-iter-async"
+        } else {
+            "volume-modify-iter"
+        };
+        let n = Node::new(api)
+            .with(Node::new("query").with(volume_query(name, None)))
+            .with(Node::new("attributes").with(Node::new("volume-attributes").with(attributes)));
+        let r = self.call(&n, Some(svm)).await?;
+        let info = format!("{api}-info");
+        if r.u64_at("num-failed").unwrap_or(0) > 0 {
+            let f = r
+                .at(&format!("failure-list/{info}"))
+                .cloned()
+                .unwrap_or_default();
+            return Err(OntapError::Api {
+                api: api.into(),
+                errno: f.u64_at("error-code").unwrap_or(0) as u32,
+                reason: f.str_at("error-message").to_string(),
+            });
+        }
+        if !flexgroup {
+            return Ok(());
+        }
+        match r.at(&format!("success-list/{info}")) {
+            Some(ok) => match ok.text_at("jobid") {
+                Some(id) if !id.is_empty() => self.wait_job(id, JOB_TIMEOUT).await,
+                _ => Ok(()),
+            },
+            None => Err(OntapError::Malformed {
+                api: api.into(),
+                msg: format!("no FlexGroup named {name} was modified"),
+            }),
+        }
+    }
+
+    /// Makes quota rule changes take effect (`quota-resize`, an async job).
+    pub async fn quota_resize(&self, svm: &str, volume: &str) -> Result<(), OntapError> {
+        let n = Node::new("quota-resize").with_leaf("volume", volume);
+        match self.call_async(&n, Some(svm), JOB_TIMEOUT).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r,
         }
     }
 }

@@ -13,17 +13,31 @@ use crate::wire::zapi::{self, Node, errno};
 /// Records per page the driver asks for.
 pub const PAGE_SIZE: u32 = 100;
 
-/// A ZAPI call that did not pass. Messages name the API and never carry credentials.
+/// A ZAPI or REST call that did not pass, the one error type of [`super::api::OntapApi`].
+/// Messages name the API and never carry credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ZapiError {
+pub enum OntapError {
     #[error("ONTAP API {api} failed: {reason} (errno {errno})")]
     Api {
         api: String,
         errno: u32,
         reason: String,
     },
+    /// A REST error body `{"error": {"message", "code", "target"}}` or a failed job.
+    #[error(
+        "ONTAP REST {api} failed: {message} (code {code}{})",
+        target_note(target)
+    )]
+    Rest {
+        api: String,
+        code: u64,
+        message: String,
+        target: String,
+    },
     #[error("ONTAP rejected the credentials: incorrect or missing credentials (HTTP 401)")]
     Unauthorized,
+    #[error("ONTAP REST {api}: this user's role lacks the privilege (HTTP 403)")]
+    Forbidden { api: String },
     #[error("ONTAP API {api}: unexpected HTTP status {status}")]
     Http { api: String, status: u16 },
     #[error("cannot reach ONTAP for {api}: {msg}")]
@@ -36,19 +50,45 @@ pub enum ZapiError {
     Malformed { api: String, msg: String },
 }
 
-impl ZapiError {
+/// The old name, from when ZAPI was the only API.
+pub type ZapiError = OntapError;
+
+fn target_note(target: &str) -> String {
+    if target.is_empty() {
+        String::new()
+    } else {
+        format!(", field {target}")
+    }
+}
+
+impl OntapError {
+    /// The ZAPI errno.
     pub fn errno(&self) -> Option<u32> {
         match self {
-            ZapiError::Api { errno, .. } => Some(*errno),
+            OntapError::Api { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+
+    /// The REST error code.
+    pub fn rest_code(&self) -> Option<u64> {
+        match self {
+            OntapError::Rest { code, .. } => Some(*code),
             _ => None,
         }
     }
 
     pub fn reason(&self) -> &str {
         match self {
-            ZapiError::Api { reason, .. } => reason,
+            OntapError::Api { reason, .. } => reason,
+            OntapError::Rest { message, .. } => message,
             _ => "",
         }
+    }
+
+    /// "Already exists" for any object kind, over either API.
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self.clone().into_driver(), DriverError::AlreadyExists(_))
     }
 
     pub fn is_errno(&self, codes: &[u32]) -> bool {
@@ -59,20 +99,26 @@ impl ZapiError {
     /// HTTP failures that mean the request was not processed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ZapiError::Api { errno, reason, .. } => {
+            OntapError::Api { errno, reason, .. } => {
                 *errno == errno::EAPIERROR && reason.to_ascii_lowercase().contains("job exists")
             }
-            ZapiError::Transport { retryable, .. } => *retryable,
-            ZapiError::Http { status, .. } => http::is_retryable_status(
+            OntapError::Transport { retryable, .. } => *retryable,
+            OntapError::Http { status, .. } => http::is_retryable_status(
                 reqwest::StatusCode::from_u16(*status)
                     .unwrap_or(reqwest::StatusCode::INTERNAL_SERVER_ERROR),
             ),
-            ZapiError::Unauthorized | ZapiError::Malformed { .. } => false,
+            OntapError::Rest { code, .. } => super::rest_wire::is_busy_code(*code),
+            OntapError::Unauthorized
+            | OntapError::Forbidden { .. }
+            | OntapError::Malformed { .. } => false,
         }
     }
 
     /// "Does not exist" for any object kind.
     pub fn is_not_found(&self) -> bool {
+        if let OntapError::Rest { code, .. } = self {
+            return super::rest_wire::is_not_found_code(*code);
+        }
         self.is_errno(&[
             errno::ENOENT,
             errno::EOBJECTNOTFOUND,
@@ -87,7 +133,7 @@ impl ZapiError {
     pub fn into_driver(self) -> DriverError {
         let msg = self.to_string();
         match &self {
-            ZapiError::Api {
+            OntapError::Api {
                 errno: e, reason, ..
             } => match *e {
                 errno::EEXIST
@@ -120,8 +166,12 @@ impl ZapiError {
                 _ if reason.to_ascii_lowercase().contains("space") => DriverError::Conflict(msg),
                 _ => DriverError::Other(msg),
             },
-            ZapiError::Transport { .. } => DriverError::Unavailable(msg),
-            ZapiError::Http { status, .. } if *status >= 500 || *status == 429 => {
+            OntapError::Rest { code, .. } => super::rest_wire::classify(*code, msg),
+            OntapError::Forbidden { .. } => {
+                DriverError::Unsupported(format!("{msg}: not permitted for this user"))
+            }
+            OntapError::Transport { .. } => DriverError::Unavailable(msg),
+            OntapError::Http { status, .. } if *status >= 500 || *status == 429 => {
                 DriverError::Unavailable(msg)
             }
             _ => DriverError::Other(msg),
@@ -129,8 +179,8 @@ impl ZapiError {
     }
 }
 
-impl From<ZapiError> for DriverError {
-    fn from(e: ZapiError) -> Self {
+impl From<OntapError> for DriverError {
+    fn from(e: OntapError) -> Self {
         e.into_driver()
     }
 }
@@ -143,6 +193,7 @@ pub struct ZapiClient {
     password: Secret,
     retry: RetryPolicy,
     page_size: u32,
+    limit: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for ZapiClient {
@@ -167,6 +218,7 @@ impl ZapiClient {
             password: cfg.password.clone(),
             retry: RetryPolicy::default(),
             page_size: PAGE_SIZE,
+            limit: super::api::lif_limit(&cfg.authority, cfg.max_concurrent_requests),
         })
     }
 
@@ -183,16 +235,25 @@ impl ZapiClient {
     }
 
     /// Sends one call, retrying the busy class. `vfiler` tunnels it to that SVM.
-    pub async fn call(&self, api: &Node, vfiler: Option<&str>) -> Result<Node, ZapiError> {
-        http::retry(&self.retry, &api.name, ZapiError::is_retryable, || {
+    pub async fn call(&self, api: &Node, vfiler: Option<&str>) -> Result<Node, OntapError> {
+        http::retry(&self.retry, &api.name, OntapError::is_retryable, || {
             self.call_once(api, vfiler)
         })
         .await
     }
 
-    async fn call_once(&self, api: &Node, vfiler: Option<&str>) -> Result<Node, ZapiError> {
+    async fn call_once(&self, api: &Node, vfiler: Option<&str>) -> Result<Node, OntapError> {
         let body = zapi::request(api, vfiler);
         let name = api.name.clone();
+        let _permit = self
+            .limit
+            .acquire()
+            .await
+            .map_err(|_| OntapError::Transport {
+                api: name.clone(),
+                msg: "the request limiter was closed".into(),
+                retryable: false,
+            })?;
         let resp = self
             .http
             .post(&self.url)
@@ -208,10 +269,10 @@ impl ZapiClient {
             .map_err(|e| transport(&name, &e))?;
         let status = resp.status();
         if status == reqwest::StatusCode::UNAUTHORIZED {
-            return Err(ZapiError::Unauthorized);
+            return Err(OntapError::Unauthorized);
         }
         if !status.is_success() {
-            return Err(ZapiError::Http {
+            return Err(OntapError::Http {
                 api: name,
                 status: status.as_u16(),
             });
@@ -219,12 +280,12 @@ impl ZapiClient {
         let text = resp.text().await.map_err(|e| transport(&name, &e))?;
         match zapi::parse_response(&text) {
             Ok(results) => Ok(results),
-            Err(Ok(f)) => Err(ZapiError::Api {
+            Err(Ok(f)) => Err(OntapError::Api {
                 api: name,
                 errno: f.errno,
                 reason: f.reason,
             }),
-            Err(Err(e)) => Err(ZapiError::Malformed {
+            Err(Err(e)) => Err(OntapError::Malformed {
                 api: name,
                 msg: e.to_string(),
             }),
@@ -239,7 +300,7 @@ impl ZapiClient {
         query: Option<Node>,
         desired: Option<Node>,
         vfiler: Option<&str>,
-    ) -> Result<Vec<Node>, ZapiError> {
+    ) -> Result<Vec<Node>, OntapError> {
         let mut out = Vec::new();
         let mut tag: Option<String> = None;
         // A guard against a server that never stops paging.
@@ -263,14 +324,14 @@ impl ZapiClient {
                 _ => return Ok(out),
             }
         }
-        Err(ZapiError::Malformed {
+        Err(OntapError::Malformed {
             api: api.to_string(),
             msg: "the iterator never ended".into(),
         })
     }
 
     /// Polls an async job until it ends (`job-get-iter`, cluster scope). `Ok` on success.
-    pub async fn wait_job(&self, job_id: &str, timeout: Duration) -> Result<(), ZapiError> {
+    pub async fn wait_job(&self, job_id: &str, timeout: Duration) -> Result<(), OntapError> {
         let started = std::time::Instant::now();
         let mut delay = Duration::from_millis(20);
         loop {
@@ -284,14 +345,14 @@ impl ZapiClient {
                 "success" => return Ok(()),
                 "failure" | "error" | "quit" | "dead" => {
                     let r = records.first().cloned().unwrap_or_default();
-                    return Err(ZapiError::Api {
+                    return Err(OntapError::Api {
                         api: "job-get-iter".into(),
                         errno: r.u64_at("job-status-code").unwrap_or(0) as u32,
                         reason: format!("job {job_id} {state}: {}", r.str_at("job-completion")),
                     });
                 }
                 "" => {
-                    return Err(ZapiError::Api {
+                    return Err(OntapError::Api {
                         api: "job-get-iter".into(),
                         errno: errno::EOBJECTNOTFOUND,
                         reason: format!("job {job_id} not found"),
@@ -300,7 +361,7 @@ impl ZapiClient {
                 _ => {}
             }
             if started.elapsed() > timeout {
-                return Err(ZapiError::Transport {
+                return Err(OntapError::Transport {
                     api: "job-get-iter".into(),
                     msg: format!("job {job_id} did not finish within {timeout:?}"),
                     retryable: true,
@@ -318,11 +379,11 @@ impl ZapiClient {
         api: &Node,
         vfiler: Option<&str>,
         timeout: Duration,
-    ) -> Result<(), ZapiError> {
+    ) -> Result<(), OntapError> {
         let r = self.call(api, vfiler).await?;
         match r.str_at("result-status") {
             "succeeded" => Ok(()),
-            "failed" => Err(ZapiError::Api {
+            "failed" => Err(OntapError::Api {
                 api: api.name.clone(),
                 errno: r.u64_at("result-error-code").unwrap_or(0) as u32,
                 reason: r.str_at("result-error-message").to_string(),
@@ -335,9 +396,9 @@ impl ZapiClient {
     }
 }
 
-fn transport(api: &str, e: &reqwest::Error) -> ZapiError {
+fn transport(api: &str, e: &reqwest::Error) -> OntapError {
     let (msg, retryable) = http::describe_transport(e);
-    ZapiError::Transport {
+    OntapError::Transport {
         api: api.to_string(),
         msg,
         retryable,
@@ -348,8 +409,8 @@ fn transport(api: &str, e: &reqwest::Error) -> ZapiError {
 mod tests {
     use super::*;
 
-    fn api(errno: u32, reason: &str) -> ZapiError {
-        ZapiError::Api {
+    fn api(errno: u32, reason: &str) -> OntapError {
+        OntapError::Api {
             api: "x".into(),
             errno,
             reason: reason.into(),
@@ -359,7 +420,7 @@ mod tests {
     #[test]
     fn errno_classes() {
         use DriverError::*;
-        let class = |e: ZapiError| match e.into_driver() {
+        let class = |e: OntapError| match e.into_driver() {
             NotFound(_) => "not_found",
             AlreadyExists(_) => "exists",
             Conflict(_) => "conflict",
@@ -380,9 +441,9 @@ mod tests {
         assert_eq!(class(api(13001, "Job exists")), "unavailable");
         assert_eq!(class(api(13001, "something else")), "other");
         assert_eq!(class(api(15698, "")), "invalid");
-        assert_eq!(class(ZapiError::Unauthorized), "other");
+        assert_eq!(class(OntapError::Unauthorized), "other");
         assert_eq!(
-            class(ZapiError::Http {
+            class(OntapError::Http {
                 api: "x".into(),
                 status: 503
             }),
@@ -396,14 +457,14 @@ mod tests {
         assert!(!api(13001, "other").is_retryable());
         assert!(!api(17, "").is_retryable());
         assert!(
-            ZapiError::Http {
+            OntapError::Http {
                 api: "x".into(),
                 status: 503
             }
             .is_retryable()
         );
         assert!(
-            !ZapiError::Http {
+            !OntapError::Http {
                 api: "x".into(),
                 status: 500
             }

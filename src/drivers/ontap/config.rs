@@ -28,6 +28,9 @@ pub const DEFAULT_QTREES_PER_FLEXVOL: usize = 200;
 /// Default timeout of one ZAPI call.
 pub const DEFAULT_API_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Requests in flight per management LIF, REST and ZAPI together (Trident's cap).
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 20;
+
 /// Which of the four drivers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Variant {
@@ -136,6 +139,10 @@ pub struct OntapConfig {
     pub qtrees_per_flexvol: usize,
     /// storch extension: timeout of one ZAPI call (default 30 s).
     pub api_timeout: Duration,
+    /// `useREST`: unset (chosen by the array's version), or forced.
+    pub use_rest: Option<bool>,
+    /// storch extension `maxConcurrentRequests`: requests in flight per management LIF.
+    pub max_concurrent_requests: usize,
 }
 
 impl OntapConfig {
@@ -217,6 +224,23 @@ impl OntapConfig {
                 })?,
         };
 
+        let use_rest = match field(obj, "useREST") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(parse_bool("useREST", v)?),
+        };
+        let max_concurrent_requests = match field(obj, "maxConcurrentRequests") {
+            None | Some(Value::Null) => DEFAULT_MAX_CONCURRENT_REQUESTS,
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| (1..=1000).contains(&n)) => {
+                n.as_u64().unwrap_or(1) as usize
+            }
+            Some(_) => {
+                return Err(DriverError::Invalid(
+                    "invalid value for maxConcurrentRequests: expected an integer from 1 to 1000"
+                        .into(),
+                ));
+            }
+        };
+
         let prefix = common
             .storage_prefix
             .clone()
@@ -241,7 +265,14 @@ impl OntapConfig {
             nfs_mount_options,
             qtrees_per_flexvol,
             api_timeout,
+            use_rest,
+            max_concurrent_requests,
         })
+    }
+
+    /// The REST API's base URL (paths such as `/storage/volumes` follow it).
+    pub fn rest_base(&self) -> String {
+        format!("https://{}/api", self.authority)
     }
 
     /// The ZAPI endpoint.

@@ -3,13 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::client::ZapiError;
+use super::api::OntapApi;
+use super::client::OntapError;
 use super::config::Variant;
+use super::rest_wire;
 use super::{OntapDriver, economy};
 use crate::drivers::{DriverError, DriverResult};
 use crate::model::{Offer, PoolInfo};
-use crate::wire::zapi::{Node, errno};
 
 /// The oldest ONTAPI the drivers accept: 1.30 (ONTAP 8.3).
 pub const MIN_ONTAPI: (u32, u32) = (1, 30);
@@ -75,6 +77,7 @@ impl OntapDriver {
 
     /// Version check, SVM, aggregates and their media, data LIFs, iSCSI target.
     async fn discover_array(&self) -> DriverResult<Discovered> {
+        self.choose_api().await?;
         let ontapi = self.check_ontapi().await?;
         let svm = match self.svm_hint() {
             Some(s) => s,
@@ -88,7 +91,7 @@ impl OntapDriver {
             (self.nfs_lif(&svm).await?, Vec::new(), String::new())
         };
         if self.cfg.variant == Variant::NasEconomy {
-            self.client
+            self.api()
                 .ensure_export_policy(&svm, economy::EXPORT_POLICY, "0.0.0.0/0")
                 .await
                 .map_err(init_error)?;
@@ -108,9 +111,47 @@ impl OntapDriver {
         })
     }
 
+    /// Chooses REST or ZAPI once, as Trident does (wire-protocols §5.8): `GET /cluster` over
+    /// REST; no answer means ZAPI unless `useREST` is true; else the version and `useREST`
+    /// decide. The choice and its reason are logged and shown in the external config. A
+    /// fallback because REST did not answer is asked again at the next discovery.
+    async fn choose_api(&self) -> DriverResult<()> {
+        if self.chosen_api().is_some() && !self.reprobe.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let probe = self.rest.cluster_version().await;
+        let version = probe.as_ref().ok().copied();
+        let rest = match rest_wire::choose_rest(self.cfg.use_rest, version) {
+            Ok(rest) => rest,
+            Err(why) => {
+                let detail = match probe {
+                    Err(e) => format!(": {e}"),
+                    Ok(_) => String::new(),
+                };
+                return Err(DriverError::Invalid(format!("{why}{detail}")));
+            }
+        };
+        let api: Arc<dyn OntapApi> = if rest {
+            self.rest.clone()
+        } else {
+            self.zapi.clone()
+        };
+        tracing::info!(
+            managementLIF = %self.cfg.management_lif,
+            api = api.api_name(),
+            useREST = ?self.cfg.use_rest,
+            ontap = ?version,
+            rest_probe = %probe.err().map(|e| e.to_string()).unwrap_or_else(|| "ok".into()),
+            "chose the ONTAP API"
+        );
+        self.reprobe.store(version.is_none(), Ordering::Relaxed);
+        *self.chosen.write().unwrap_or_else(|e| e.into_inner()) = Some(api);
+        Ok(())
+    }
+
     /// The array's ONTAPI version, refused when older than [`MIN_ONTAPI`].
     async fn check_ontapi(&self) -> DriverResult<(u32, u32)> {
-        let ontapi = self.client.ontapi_version().await.map_err(init_error)?;
+        let ontapi = self.api().ontapi_version().await.map_err(init_error)?;
         if ontapi < MIN_ONTAPI {
             return Err(DriverError::Invalid(format!(
                 "ONTAP {}.{} is too old: ONTAPI {}.{} (ONTAP 8.3) or later is required",
@@ -122,34 +163,11 @@ impl OntapDriver {
 
     /// The SVM's aggregates (or the configured one), sorted by name; none is an error.
     async fn svm_aggregates(&self, svm: &str) -> DriverResult<Vec<Aggregate>> {
-        let q = Node::new("vserver-info").with_leaf("vserver-name", svm);
-        let records = self
-            .client
-            .iter("vserver-get-iter", Some(q), None, None)
-            .await
-            .map_err(init_error)?;
-        let records: Vec<&Node> = records
-            .iter()
-            .filter(|r| r.str_at("vserver-name") == svm)
-            .collect();
-        let [record] = records.as_slice() else {
+        let Some(mut aggregates) = self.api().svm_aggregates(svm).await.map_err(init_error)? else {
             return Err(DriverError::Invalid(format!(
                 "could not find SVM {svm} (check the backend's svm and credentials)"
             )));
         };
-        let mut aggregates: Vec<Aggregate> = record
-            .at("vserver-aggr-info-list")
-            .map(|l| {
-                l.children_named("vserver-aggr-info")
-                    .map(|a| Aggregate {
-                        name: a.str_at("aggr-name").to_string(),
-                        media: None,
-                        available: a.u64_at("aggr-availsize").unwrap_or(0),
-                        nve_capable: true,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
         aggregates.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(want) = &self.cfg.aggregate {
             aggregates.retain(|a| &a.name == want);
@@ -169,36 +187,26 @@ impl OntapDriver {
 
     /// Media type and encryption capability, where this user may read them.
     async fn read_media(&self, svm: &str, aggregates: &mut [Aggregate]) -> DriverResult<()> {
-        match self
-            .client
-            .iter("vserver-show-aggr-get-iter", None, None, Some(svm))
-            .await
-        {
-            Ok(records) => {
-                for r in &records {
-                    let name = r.str_at("aggregate-name");
-                    if let Some(a) = aggregates.iter_mut().find(|a| a.name == name) {
-                        a.media = match r.str_at("aggregate-type") {
-                            m @ ("hdd" | "hybrid" | "ssd") => Some(m.to_string()),
-                            _ => None,
-                        };
-                        a.nve_capable = r.bool_at("is-nve-capable").unwrap_or(false);
-                    }
-                }
-                Ok(())
-            }
-            Err(e) if e.is_errno(&[errno::EAPINOTFOUND, errno::EAPIPRIVILEGE]) => {
-                tracing::info!(svm = %svm, "cannot read aggregate types; pools get no media");
-                Ok(())
-            }
-            Err(e) => Err(init_error(e)),
+        let kinds = self.api().aggregate_kinds(svm).await.map_err(init_error)?;
+        if kinds.is_empty() {
+            tracing::info!(svm = %svm, "cannot read aggregate types; pools get no media");
         }
+        for k in &kinds {
+            if let Some(a) = aggregates.iter_mut().find(|a| a.name == k.name) {
+                a.media = match k.media.as_str() {
+                    m @ ("hdd" | "hybrid" | "ssd") => Some(m.to_string()),
+                    _ => None,
+                };
+                a.nve_capable = k.nve_capable;
+            }
+        }
+        Ok(())
     }
 
     /// SAN: the first portal, every portal used (only `dataLIF` when set) and the target IQN;
     /// creates the backend's igroup when missing.
     async fn iscsi_target(&self, svm: &str) -> DriverResult<(String, Vec<String>, String)> {
-        let c = &self.client;
+        let c = self.api();
         let lifs = self.data_lifs(svm, "iscsi").await?;
         let portals = match &self.cfg.data_lif {
             Some(lif) => {
@@ -211,16 +219,12 @@ impl OntapDriver {
             }
             None => lifs.clone(),
         };
-        let r = c
-            .call(&Node::new("iscsi-node-get-name"), Some(svm))
-            .await
-            .map_err(|e| {
-                DriverError::Invalid(format!(
-                    "SVM {svm} has no usable iSCSI service: {}",
-                    e.into_driver()
-                ))
-            })?;
-        let iqn = r.str_at("node-name").to_string();
+        let iqn = c.iscsi_target_name(svm).await.map_err(|e| {
+            DriverError::Invalid(format!(
+                "SVM {svm} has no usable iSCSI service: {}",
+                e.into_driver()
+            ))
+        })?;
         c.ensure_igroup(svm, &self.cfg.igroup_name)
             .await
             .map_err(init_error)?;
@@ -246,19 +250,15 @@ impl OntapDriver {
 
     /// The only data SVM these credentials see.
     async fn derive_svm(&self) -> DriverResult<String> {
-        let q = Node::new("vserver-info").with_leaf("vserver-type", "data");
-        let records = self
-            .client
-            .iter("vserver-get-iter", Some(q), None, None)
+        let names: BTreeSet<String> = self
+            .api()
+            .data_svms()
             .await
-            .map_err(init_error)?;
-        let names: BTreeSet<&str> = records
-            .iter()
-            .filter(|r| matches!(r.str_at("vserver-type"), "data" | ""))
-            .map(|r| r.str_at("vserver-name"))
+            .map_err(init_error)?
+            .into_iter()
             .collect();
         match names.len() {
-            1 => Ok(names.into_iter().next().unwrap_or_default().to_string()),
+            1 => Ok(names.into_iter().next().unwrap_or_default()),
             0 => Err(DriverError::Invalid(
                 "cannot derive the SVM: the credentials see no data SVM; set svm".into(),
             )),
@@ -270,26 +270,11 @@ impl OntapDriver {
 
     /// Addresses of the SVM's data LIFs that are up and serve `protocol`.
     async fn data_lifs(&self, svm: &str, protocol: &str) -> DriverResult<Vec<String>> {
-        let records = self
-            .client
-            .iter(
-                "net-interface-get-iter",
-                Some(Node::new("net-interface-info")),
-                None,
-                Some(svm),
-            )
+        let lifs = self
+            .api()
+            .data_lifs(svm, protocol)
             .await
             .map_err(init_error)?;
-        let lifs: Vec<String> = records
-            .iter()
-            .filter(|r| {
-                let vs = r.str_at("vserver");
-                (vs.is_empty() || vs == svm)
-                    && r.str_at("operational-status") == "up"
-                    && r.list_at("data-protocols").iter().any(|p| p == protocol)
-            })
-            .map(|r| r.str_at("address").to_string())
-            .collect();
         if lifs.is_empty() {
             return Err(DriverError::Invalid(format!(
                 "SVM {svm}: no data LIFs meet the provided criteria (protocol {protocol}, up)"
@@ -350,6 +335,6 @@ impl OntapDriver {
 }
 
 /// Errors while contacting the array at start-up: transport problems stay retryable.
-fn init_error(e: ZapiError) -> DriverError {
+fn init_error(e: OntapError) -> DriverError {
     e.into_driver()
 }

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::client::ZapiError;
+use super::client::OntapError;
 use super::flexvol::{POOL_NAME_ROOT, check_grow};
 use super::wire::{QtreeRecord, VolumeCreate, VolumeRecord};
 use super::{Discovered, OntapDriver, VolumeOptions, not_found, permissions_to_octal};
@@ -63,7 +63,7 @@ pub(super) async fn locate(
     name: &str,
 ) -> DriverResult<Option<Located>> {
     let prefix = pool_prefix(&drv.cfg.prefix);
-    let c = &drv.client;
+    let c = drv.api();
     let qtrees = c.qtrees(&d.svm, &format!("{prefix}*"), Some(name)).await?;
     let Some(q) = qtrees.into_iter().find(|q| q.qtree == name) else {
         return Ok(None);
@@ -112,7 +112,7 @@ pub(super) async fn get(
 pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<VolumeInfo>> {
     let prefix = pool_prefix(&drv.cfg.prefix);
     let pattern = format!("{prefix}*");
-    let c = &drv.client;
+    let c = drv.api();
     let flexvols: BTreeMap<String, VolumeRecord> = c
         .volumes(&d.svm, &pattern, Some("flexvol"))
         .await?
@@ -139,10 +139,10 @@ pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<
 async fn pool_flexvols(
     drv: &OntapDriver,
     d: &Discovered,
-) -> Result<Vec<(VolumeRecord, usize)>, ZapiError> {
+) -> Result<Vec<(VolumeRecord, usize)>, OntapError> {
     let prefix = pool_prefix(&drv.cfg.prefix);
     let pattern = format!("{prefix}*");
-    let c = &drv.client;
+    let c = drv.api();
     let vols = c.volumes(&d.svm, &pattern, Some("flexvol")).await?;
     let qtrees: Vec<QtreeRecord> = c.qtrees(&d.svm, &pattern, None).await?;
     Ok(vols
@@ -169,7 +169,7 @@ pub(super) async fn create(
     }
     let aggr = drv.aggregate(d, &req.pool)?;
     let size = quota_bytes(req.size_bytes);
-    let c = &drv.client;
+    let c = drv.api();
     let _guard = drv.eco_lock.lock().await;
 
     if locate(drv, d, name).await?.is_some() {
@@ -253,7 +253,7 @@ pub(super) async fn create(
 }
 
 pub(super) async fn destroy(drv: &OntapDriver, d: &Discovered, name: &str) -> DriverResult<()> {
-    let c = &drv.client;
+    let c = drv.api();
     let _guard = drv.eco_lock.lock().await;
     let Some(l) = locate(drv, d, name).await? else {
         return Ok(());
@@ -286,7 +286,7 @@ pub(super) async fn resize(
     name: &str,
     size: u64,
 ) -> DriverResult<()> {
-    let c = &drv.client;
+    let c = drv.api();
     let _guard = drv.eco_lock.lock().await;
     let l = locate(drv, d, name).await?.ok_or_else(|| not_found(name))?;
     let size = size.div_ceil(1024) * 1024;
@@ -310,7 +310,7 @@ pub(super) async fn prune(drv: &OntapDriver, d: &Discovered) -> DriverResult<()>
     for (v, n) in pool_flexvols(drv, d).await? {
         if n == 0 {
             tracing::info!(flexvol = %v.name, "pruning an empty economy FlexVol");
-            drv.client.volume_destroy(&d.svm, &v.name, false).await?;
+            drv.api().volume_destroy(&d.svm, &v.name, false).await?;
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 //! The backend has one pool, named after the SVM. Clones are not supported; get, destroy,
 //! resize are ontap-nas's (`nas.rs`), snapshots the shared ones (`flexvol.rs`).
 
-use super::client::ZapiError;
+use super::client::OntapError;
 use super::flexvol::{flexvol_create, rollback};
 use super::nas::get;
 use super::{Discovered, OntapDriver, VolumeOptions};
@@ -25,14 +25,14 @@ pub(super) async fn create(
     let aggregates = d.aggregates.iter().map(|a| a.name.clone()).collect();
     let mut spec = flexvol_create(name, aggregates, req.size_bytes, o);
     spec.junction_path = Some(format!("/{name}"));
-    drv.client.volume_create(&d.svm, &spec, true).await?;
+    drv.api().volume_create(&d.svm, &spec, true).await?;
     let finish = async {
         if !o.snapshot_dir {
-            drv.client
+            drv.api()
                 .volume_set_snapdir(&d.svm, name, false, true)
                 .await?;
         }
-        Ok::<_, ZapiError>(())
+        Ok::<_, OntapError>(())
     };
     if let Err(e) = finish.await {
         rollback(drv, d, name, true).await;

@@ -38,7 +38,7 @@ pub(super) fn flexvol_create(
 
 /// Best-effort removal of a volume this call created and could not finish.
 pub(super) async fn rollback(drv: &OntapDriver, d: &Discovered, name: &str, flexgroup: bool) {
-    if let Err(e) = drv.client.volume_destroy(&d.svm, name, flexgroup).await {
+    if let Err(e) = drv.api().volume_destroy(&d.svm, name, flexgroup).await {
         tracing::warn!(volume = %name, error = %e, "could not remove a half-created volume");
     }
 }
@@ -60,7 +60,7 @@ pub(super) fn check_grow(name: &str, current: u64, wanted: u64) -> DriverResult<
 }
 
 async fn require_volume(drv: &OntapDriver, d: &Discovered, name: &str) -> DriverResult<()> {
-    match drv.client.volume(&d.svm, name, None).await? {
+    match drv.api().volume(&d.svm, name, None).await? {
         Some(_) => Ok(()),
         None => Err(not_found(name)),
     }
@@ -73,8 +73,8 @@ pub(super) async fn create_snapshot(
     snapshot: &str,
 ) -> DriverResult<SnapshotInfo> {
     require_volume(drv, d, volume).await?;
-    drv.client.snapshot_create(&d.svm, volume, snapshot).await?;
-    let snaps = drv.client.snapshots(&d.svm, volume).await?;
+    drv.api().snapshot_create(&d.svm, volume, snapshot).await?;
+    let snaps = drv.api().snapshots(&d.svm, volume).await?;
     let s = snaps.iter().find(|s| s.name == snapshot);
     Ok(SnapshotInfo {
         name: snapshot.to_string(),
@@ -93,7 +93,7 @@ pub(super) async fn list_snapshots(
     volume: &str,
 ) -> DriverResult<Vec<SnapshotInfo>> {
     require_volume(drv, d, volume).await?;
-    let snaps = drv.client.snapshots(&d.svm, volume).await?;
+    let snaps = drv.api().snapshots(&d.svm, volume).await?;
     Ok(snaps
         .into_iter()
         .map(|s| SnapshotInfo {
@@ -113,7 +113,7 @@ pub(super) async fn clone_flexvol(
     d: &Discovered,
     req: &CloneRequest,
 ) -> DriverResult<VolumeOptions> {
-    let c = &drv.client;
+    let c = drv.api();
     let name = &req.internal_name;
     let source_name = &req.source_internal_name;
     let source = c
@@ -137,7 +137,7 @@ pub(super) async fn clone_flexvol(
             match c.snapshot_create(&d.svm, source_name, &s).await {
                 Ok(()) => {}
                 // Two clones within one second share the snapshot.
-                Err(e) if e.is_errno(&[errno::EEXIST]) => {}
+                Err(e) if e.is_duplicate() => {}
                 Err(e) => return Err(e.into()),
             }
             s
@@ -148,7 +148,7 @@ pub(super) async fn clone_flexvol(
         .await
     {
         Ok(()) => {}
-        Err(e) if e.is_errno(&[errno::EOBJECTNOTFOUND]) => {
+        Err(e) if e.is_not_found() => {
             return Err(DriverError::NotFound(format!(
                 "snapshot {snapshot} does not exist in volume {source_name}"
             )));

@@ -1,13 +1,18 @@
-//! The ONTAP drivers over ZAPI (XML over HTTPS): `ontap-nas`, `ontap-nas-economy`,
-//! `ontap-nas-flexgroup` and `ontap-san`.
+//! The ONTAP drivers over ZAPI (XML over HTTPS) or REST (`/api`, JSON), one driver logic over
+//! both: `ontap-nas`, `ontap-nas-economy`, `ontap-nas-flexgroup` and `ontap-san`.
 //!
 //! Files (the ZAPI codec itself is `crate::wire::zapi`, shared with the simulator):
 //! - `mod.rs`: the driver, its volume options and the trait impl, which dispatches to the variant.
-//! - `config.rs`: the backend config.
-//! - `client.rs`: the ZAPI transport (POST, paging, jobs, retries, errno classes).
-//! - `calls.rs`: the typed ZAPI calls.
-//! - `wire.rs`: the driver's records and request specs on the ZAPI tree.
-//! - `discovery.rs`: version, SVM, aggregates, LIFs, iSCSI target; the pools.
+//! - `config.rs`: the backend config (`useREST`, `maxConcurrentRequests` among it).
+//! - `api.rs`: the [`api::OntapApi`] trait the variants call, and the per-LIF request cap.
+//! - `client.rs`: the ZAPI transport (POST, paging, jobs, retries, errno classes) and the one
+//!   error type of both APIs.
+//! - `calls.rs`: `OntapApi` over ZAPI.
+//! - `rest.rs`: the REST transport (paging by `_links.next`, jobs, error bodies);
+//!   `rest_calls.rs`: `OntapApi` over REST; `rest_wire.rs`: its JSON, codes and the
+//!   REST-or-ZAPI choice.
+//! - `wire.rs`: the driver's records and request specs (and their ZAPI encoding).
+//! - `discovery.rs`: the API choice, version, SVM, aggregates, LIFs, iSCSI target; the pools.
 //! - `flexvol.rs`: what the variants share (FlexVol specs, rollback, snapshots, FlexClones).
 //! - `nas.rs`, `economy.rs`, `flexgroup.rs`, `san.rs`: one per variant; they import
 //!   `flexvol.rs`, never each other (flexgroup reuses ontap-nas's FlexVol-style calls).
@@ -23,6 +28,7 @@
 //!   backend's igroup (created when missing).
 
 mod adopt;
+pub mod api;
 mod calls;
 pub mod client;
 pub mod config;
@@ -31,8 +37,11 @@ mod economy;
 mod flexgroup;
 mod flexvol;
 mod nas;
+pub mod rest;
+mod rest_calls;
+pub mod rest_wire;
 mod san;
-mod wire;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -40,8 +49,10 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use self::api::OntapApi;
 use self::client::ZapiClient;
 use self::config::{OntapConfig, Variant, go_bool};
+use self::rest::RestClient;
 use super::{
     CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, PlannedVolume,
     SnapshotInfo, StorageDriver, VolumeInfo,
@@ -56,7 +67,13 @@ pub use self::san::flexvol_bytes as san_flexvol_bytes;
 pub struct OntapDriver {
     cfg: OntapConfig,
     common: CommonConfig,
-    client: ZapiClient,
+    zapi: Arc<ZapiClient>,
+    rest: Arc<RestClient>,
+    /// The API chosen at discovery (`useREST` and the array's version).
+    chosen: RwLock<Option<Arc<dyn OntapApi>>>,
+    /// The choice fell back to ZAPI because REST did not answer: ask again at the next
+    /// discovery, so one transient failure does not pin a REST-only array to ZAPI.
+    reprobe: std::sync::atomic::AtomicBool,
     discovered: RwLock<Option<Arc<Discovered>>>,
     /// Serialises economy FlexVol management (choose, grow, shrink, prune).
     eco_lock: tokio::sync::Mutex<()>,
@@ -92,20 +109,54 @@ impl OntapDriver {
     /// Parses the ONTAP part of a backend config. Contacts nothing.
     pub fn from_config(doc: &Value, common: &CommonConfig) -> DriverResult<OntapDriver> {
         let cfg = OntapConfig::parse(doc, common)?;
-        let client = ZapiClient::new(&cfg)?;
+        let zapi = Arc::new(ZapiClient::new(&cfg)?);
+        let rest = Arc::new(RestClient::new(&cfg)?);
         Ok(OntapDriver {
             cfg,
             common: common.clone(),
-            client,
+            zapi,
+            rest,
+            chosen: RwLock::new(None),
+            reprobe: std::sync::atomic::AtomicBool::new(false),
             discovered: RwLock::new(None),
             eco_lock: tokio::sync::Mutex::new(()),
         })
     }
 
-    /// Replaces the ZAPI client's retry policy and page size (tests).
+    /// Replaces both clients' retry policy and page size (tests).
     pub fn tune_client(mut self, retry: crate::net::RetryPolicy, page_size: u32) -> OntapDriver {
-        self.client = self.client.with_retry(retry).with_page_size(page_size);
+        let zapi = ZapiClient::new(&self.cfg).expect("the config built a client before");
+        let rest = RestClient::new(&self.cfg).expect("the config built a client before");
+        self.zapi = Arc::new(zapi.with_retry(retry).with_page_size(page_size));
+        self.rest = Arc::new(rest.with_retry(retry).with_page_size(page_size));
         self
+    }
+
+    /// The API in use: the one chosen at discovery; before that, REST only when `useREST` is
+    /// true.
+    pub(crate) fn api(&self) -> Arc<dyn OntapApi> {
+        if let Some(a) = self
+            .chosen
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return a;
+        }
+        if self.cfg.use_rest == Some(true) {
+            self.rest.clone()
+        } else {
+            self.zapi.clone()
+        }
+    }
+
+    /// `"rest"` or `"zapi"` once discovery has chosen.
+    pub fn chosen_api(&self) -> Option<&'static str> {
+        self.chosen
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|a| a.api_name())
     }
 
     pub fn config(&self) -> &OntapConfig {
@@ -313,6 +364,8 @@ impl StorageDriver for OntapDriver {
             "dataLIF": data_lif,
             "igroupName": self.cfg.igroup_name,
             "svm": svm,
+            "useREST": self.cfg.use_rest,
+            "api": self.chosen_api(),
         })
     }
 
@@ -422,7 +475,7 @@ impl StorageDriver for OntapDriver {
             return Err(self.unsupported("snapshots"));
         }
         let d = self.ctx().await?;
-        self.client
+        self.api()
             .snapshot_delete(&d.svm, internal_name, snapshot)
             .await
             .map_err(Into::into)

@@ -2,7 +2,7 @@
 //! serve ontap-nas-flexgroup too (a FlexGroup is one volume, in the `flexgroup` style); what
 //! ontap-san and ontap-nas-economy share with it is in `flexvol.rs`.
 
-use super::client::ZapiError;
+use super::client::OntapError;
 use super::config::Variant;
 use super::flexvol::{
     POOL_NAME_ROOT, check_grow, clone_flexvol, flexvol_create, name_prefix, rollback,
@@ -52,18 +52,18 @@ pub(super) async fn create(
     let aggr = drv.aggregate(d, &req.pool)?;
     let name = &req.internal_name;
     let spec = flexvol_create(name, vec![aggr.name.clone()], req.size_bytes, o);
-    drv.client.volume_create(&d.svm, &spec, false).await?;
+    drv.api().volume_create(&d.svm, &spec, false).await?;
     // From here on the volume is ours: undo it if the rest fails.
     let finish = async {
-        drv.client
+        drv.api()
             .volume_mount(&d.svm, name, &format!("/{name}"))
             .await?;
         if !o.snapshot_dir {
-            drv.client
+            drv.api()
                 .volume_set_snapdir(&d.svm, name, false, false)
                 .await?;
         }
-        Ok::<_, ZapiError>(())
+        Ok::<_, OntapError>(())
     };
     if let Err(e) = finish.await {
         rollback(drv, d, name, false).await;
@@ -79,14 +79,14 @@ pub(super) async fn get(
     d: &Discovered,
     name: &str,
 ) -> DriverResult<Option<VolumeInfo>> {
-    let v = drv.client.volume(&d.svm, name, Some(style(drv))).await?;
+    let v = drv.api().volume(&d.svm, name, Some(style(drv))).await?;
     Ok(v.map(|v| info(drv, d, &v)))
 }
 
 pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<VolumeInfo>> {
     let prefix = name_prefix(drv);
     let vols = drv
-        .client
+        .api()
         .volumes(&d.svm, &format!("{prefix}*"), Some(style(drv)))
         .await?;
     Ok(vols
@@ -104,7 +104,7 @@ pub(super) async fn destroy(
     name: &str,
     flexgroup: bool,
 ) -> DriverResult<()> {
-    drv.client
+    drv.api()
         .volume_destroy(&d.svm, name, flexgroup)
         .await
         .map_err(Into::into)
@@ -118,7 +118,7 @@ pub(super) async fn resize(
     flexgroup: bool,
 ) -> DriverResult<()> {
     let v = drv
-        .client
+        .api()
         .volume(&d.svm, name, Some(style(drv)))
         .await?
         .ok_or_else(|| not_found(name))?;
@@ -126,7 +126,7 @@ pub(super) async fn resize(
     if size == v.size {
         return Ok(());
     }
-    drv.client
+    drv.api()
         .volume_set_size(&d.svm, name, size, flexgroup)
         .await
         .map_err(Into::into)
@@ -139,14 +139,14 @@ pub(super) async fn clone(
     req: &CloneRequest,
 ) -> DriverResult<VolumeInfo> {
     let o = clone_flexvol(drv, d, req).await?;
-    let c = &drv.client;
+    let c = drv.api();
     let name = &req.internal_name;
     let finish = async {
         c.volume_mount(&d.svm, name, &format!("/{name}")).await?;
         if o.split_on_clone {
             c.clone_split_start(&d.svm, name).await?;
         }
-        Ok::<_, ZapiError>(())
+        Ok::<_, OntapError>(())
     };
     if let Err(e) = finish.await {
         rollback(drv, d, name, false).await;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::client::ZapiError;
+use super::client::OntapError;
 use super::flexvol::{check_grow, clone_flexvol, flexvol_create, name_prefix, rollback};
 use super::{Discovered, OntapDriver, VolumeOptions, not_found};
 use crate::drivers::{CloneRequest, CreateRequest, DriverError, DriverResult, VolumeInfo};
@@ -71,15 +71,15 @@ pub(super) async fn create(
     spec.export_policy = None;
     spec.unix_permissions = None;
     spec.snapshot_reserve = Some(reserve.to_string());
-    drv.client.volume_create(&d.svm, &spec, false).await?;
+    drv.api().volume_create(&d.svm, &spec, false).await?;
     let path = lun_path(name);
     let finish = async {
-        let size = drv.client.lun_create(&d.svm, &path, req.size_bytes).await?;
+        let size = drv.api().lun_create(&d.svm, &path, req.size_bytes).await?;
         let id = drv
-            .client
+            .api()
             .lun_map(&d.svm, &path, &drv.cfg.igroup_name)
             .await?;
-        Ok::<_, ZapiError>((size, id))
+        Ok::<_, OntapError>((size, id))
     };
     match finish.await {
         Ok((size, id)) => Ok(VolumeInfo {
@@ -90,7 +90,7 @@ pub(super) async fn create(
         }),
         Err(e) => {
             let _ = drv
-                .client
+                .api()
                 .lun_destroy(&d.svm, &path, &drv.cfg.igroup_name)
                 .await;
             rollback(drv, d, name, false).await;
@@ -104,7 +104,7 @@ pub(super) async fn get(
     d: &Discovered,
     name: &str,
 ) -> DriverResult<Option<VolumeInfo>> {
-    let c = &drv.client;
+    let c = drv.api();
     let Some(vol) = c.volume(&d.svm, name, Some("flexvol")).await? else {
         return Ok(None);
     };
@@ -133,7 +133,7 @@ pub(super) async fn get(
 
 pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<VolumeInfo>> {
     let prefix = name_prefix(drv);
-    let c = &drv.client;
+    let c = drv.api();
     let vols = c
         .volumes(&d.svm, &format!("{prefix}*"), Some("flexvol"))
         .await?;
@@ -159,10 +159,10 @@ pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<
 }
 
 pub(super) async fn destroy(drv: &OntapDriver, d: &Discovered, name: &str) -> DriverResult<()> {
-    drv.client
+    drv.api()
         .lun_destroy(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
         .await?;
-    drv.client
+    drv.api()
         .volume_destroy(&d.svm, name, false)
         .await
         .map_err(Into::into)
@@ -174,7 +174,7 @@ pub(super) async fn resize(
     name: &str,
     size: u64,
 ) -> DriverResult<()> {
-    let c = &drv.client;
+    let c = drv.api();
     let vol = c
         .volume(&d.svm, name, Some("flexvol"))
         .await?
@@ -208,7 +208,7 @@ pub(super) async fn clone(
     req: &CloneRequest,
 ) -> DriverResult<VolumeInfo> {
     let o = clone_flexvol(drv, d, req).await?;
-    let c = &drv.client;
+    let c = drv.api();
     let name = &req.internal_name;
     let finish = async {
         c.lun_map(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
@@ -216,7 +216,7 @@ pub(super) async fn clone(
         if o.split_on_clone {
             c.clone_split_start(&d.svm, name).await?;
         }
-        Ok::<_, ZapiError>(())
+        Ok::<_, OntapError>(())
     };
     if let Err(e) = finish.await {
         let _ = c

@@ -22,10 +22,9 @@ fn clear_comment(sim: &OntapSim, name: &str) {
     });
 }
 
-#[tokio::test]
-async fn nas_adopts_only_its_own_volume_as_planned() {
+async fn nas_adopts_only_its_own_volume_as_planned(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(&sim, "ontap-nas", json!({})));
     discover(&d).await;
 
@@ -88,10 +87,9 @@ async fn nas_adopts_only_its_own_volume_as_planned() {
     );
 }
 
-#[tokio::test]
-async fn san_finishes_its_interrupted_create_and_refuses_foreign_volumes() {
+async fn san_finishes_its_interrupted_create_and_refuses_foreign_volumes(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(&sim, "ontap-san", json!({})));
     discover(&d).await;
     let plan = req("trident_lun", "aggr1", GIB);
@@ -118,10 +116,9 @@ async fn san_finishes_its_interrupted_create_and_refuses_foreign_volumes() {
     assert!(matches!(err, DriverError::AlreadyExists(_)), "{err:?}");
 }
 
-#[tokio::test]
-async fn clones_are_marked_as_themselves_and_adopted_by_their_parent() {
+async fn clones_are_marked_as_themselves_and_adopted_by_their_parent(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(&sim, "ontap-nas", json!({})));
     discover(&d).await;
     d.create(&req("trident_src", "aggr1", GIB)).await.unwrap();
@@ -162,10 +159,9 @@ async fn clones_are_marked_as_themselves_and_adopted_by_their_parent() {
     ));
 }
 
-#[tokio::test]
-async fn economy_adopts_only_qtrees_in_its_own_pool_flexvols() {
+async fn economy_adopts_only_qtrees_in_its_own_pool_flexvols(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(&sim, "ontap-nas-economy", json!({})));
     discover(&d).await;
     let plan = req("trident_qt", "aggr1", GIB);
@@ -185,3 +181,10 @@ async fn economy_adopts_only_qtrees_in_its_own_pool_flexvols() {
         Err(DriverError::AlreadyExists(_))
     ));
 }
+
+crate::over_both_apis!(
+    nas_adopts_only_its_own_volume_as_planned,
+    san_finishes_its_interrupted_create_and_refuses_foreign_volumes,
+    clones_are_marked_as_themselves_and_adopted_by_their_parent,
+    economy_adopts_only_qtrees_in_its_own_pool_flexvols,
+);

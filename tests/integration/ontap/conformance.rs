@@ -1,5 +1,6 @@
-//! Every ONTAP driver passes the shared driver conformance suite against the in-process ZAPI
-//! simulator (over TLS, with small iterator pages so that paging is exercised).
+//! Every ONTAP driver passes the shared driver conformance suite against the in-process
+//! simulator (over TLS, with small iterator pages so that paging is exercised), once over ZAPI
+//! and once over REST.
 
 use crate::support::ontap::*;
 use serde_json::json;
@@ -26,10 +27,9 @@ fn small_pages() -> SimOptions {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ontap_nas_thick() {
+async fn ontap_nas_thick(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), small_pages()).await;
+    let sim = sim_in(dir.path(), api.sim_options(small_pages())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas",
@@ -43,10 +43,9 @@ async fn ontap_nas_thick() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ontap_nas_thin_on_hdd() {
+async fn ontap_nas_thin_on_hdd(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), small_pages()).await;
+    let sim = sim_in(dir.path(), api.sim_options(small_pages())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas",
@@ -61,10 +60,9 @@ async fn ontap_nas_thin_on_hdd() {
     assert!(array_volumes(&sim, "svm1").is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ontap_san_thick() {
+async fn ontap_san_thick(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), small_pages()).await;
+    let sim = sim_in(dir.path(), api.sim_options(small_pages())).await;
     let d = driver(&backend(
         &sim,
         "ontap-san",
@@ -85,10 +83,9 @@ async fn ontap_san_thick() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ontap_nas_economy_thick() {
+async fn ontap_nas_economy_thick(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), small_pages()).await;
+    let sim = sim_in(dir.path(), api.sim_options(small_pages())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas-economy",
@@ -108,10 +105,9 @@ async fn ontap_nas_economy_thick() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ontap_nas_flexgroup_thick() {
+async fn ontap_nas_flexgroup_thick(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), small_pages()).await;
+    let sim = sim_in(dir.path(), api.sim_options(small_pages())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas-flexgroup",
@@ -124,3 +120,11 @@ async fn ontap_nas_flexgroup_thick() {
     conformance::run(&d, "svm1", &o).await;
     assert!(array_volumes(&sim, "svm1").is_empty());
 }
+
+crate::over_both_apis!(
+    ontap_nas_thick,
+    ontap_nas_thin_on_hdd,
+    ontap_san_thick,
+    ontap_nas_economy_thick,
+    ontap_nas_flexgroup_thick,
+);

@@ -15,10 +15,9 @@ fn offers(d: &storch::drivers::Discovery, pool: &str) -> Value {
     serde_json::to_value(&p.offers).unwrap()
 }
 
-#[tokio::test]
-async fn discovery_pools_offers_and_names() {
+async fn discovery_pools_offers_and_names(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
 
     let nas = driver(&backend(&sim, "ontap-nas", json!({})));
     let d = discover(&nas).await;
@@ -184,10 +183,9 @@ async fn svm_scoped_user_and_unreadable_media() {
     assert!(offers(&disc, "aggr1").get("media").is_some());
 }
 
-#[tokio::test]
-async fn nas_volume_lands_with_its_options() {
+async fn nas_volume_lands_with_its_options(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas",
@@ -209,7 +207,11 @@ async fn nas_volume_lands_with_its_options() {
     assert_eq!(v.space_guarantee, "volume", "thick from the class");
     assert_eq!(v.snapshot_policy, "default");
     assert_eq!(v.snapshot_reserve, 10);
-    assert_eq!(v.unix_permissions, "---rwxr-x---");
+    // ZAPI sends the mode as given, REST as the integer 750: the same mode.
+    assert_eq!(
+        storch::drivers::ontap::permissions_to_octal(&v.unix_permissions),
+        "0750"
+    );
     assert_eq!(v.security_style, "mixed");
     assert!(v.encrypt);
     assert!(!v.snapdir, "snapshot directory hidden by default");
@@ -248,10 +250,9 @@ async fn nas_volume_lands_with_its_options() {
     d.destroy("trident_v2").await.unwrap();
 }
 
-#[tokio::test]
-async fn economy_fills_flexvols_and_prunes_them() {
+async fn economy_fills_flexvols_and_prunes_them(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas-economy",
@@ -341,10 +342,9 @@ async fn economy_fills_flexvols_and_prunes_them() {
     assert!(array_volumes(&sim, "svm1").is_empty());
 }
 
-#[tokio::test]
-async fn san_luns_igroup_and_access() {
+async fn san_luns_igroup_and_access(api: Api) {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-san",
@@ -726,12 +726,11 @@ fn storch_sim_binary_serves_tls_and_persists() {
     }
 }
 
-#[tokio::test]
-async fn offers_are_stable_between_discoveries() {
+async fn offers_are_stable_between_discoveries(api: Api) {
     // Discovery results are recorded as events when they change: free bytes must not leak
     // into the pools.
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim_in(dir.path(), SimOptions::default()).await;
+    let sim = sim_in(dir.path(), api.sim_options(SimOptions::default())).await;
     let d = driver(&backend(
         &sim,
         "ontap-nas",
@@ -747,4 +746,60 @@ async fn offers_are_stable_between_discoveries() {
         Some(Offer::Bool(true))
     ));
     d.destroy("trident_s").await.unwrap();
+}
+
+// The tests above that do not inject API-specific faults run over both APIs.
+crate::over_both_apis!(
+    discovery_pools_offers_and_names,
+    nas_volume_lands_with_its_options,
+    economy_fills_flexvols_and_prunes_them,
+    san_luns_igroup_and_access,
+    offers_are_stable_between_discoveries,
+);
+
+/// Over REST, faults the simulator injects synchronously or through a failed job reach the
+/// driver as the same classified errors, and a refusal changes nothing on the array.
+#[tokio::test]
+async fn rest_faults_arrive_classified_whether_sync_or_by_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), Api::Rest.sim_options(SimOptions::default())).await;
+    let d = driver(&backend(&sim, "ontap-nas", json!({})));
+    discover(&d).await;
+    assert_eq!(d.chosen_api(), Some("rest"));
+
+    // A create whose job fails: the job's code decides the class; nothing is left behind.
+    sim.set_fail_rules(vec![
+        FailRule::parse("POST@storage/volumes:1:job/917534").unwrap(),
+    ]);
+    let e = d
+        .create(&req("trident_f1", "aggr1", GIB))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, DriverError::Invalid(m) if m.contains("917534")),
+        "{e}"
+    );
+    assert!(array_volumes(&sim, "svm1").is_empty());
+    // The same code answered at once: the same class.
+    sim.set_fail_rules(vec![
+        FailRule::parse("POST@storage/volumes:1:400/917534").unwrap(),
+    ]);
+    let e = d
+        .create(&req("trident_f1", "aggr1", GIB))
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, DriverError::Invalid(_)), "{e}");
+    sim.set_fail_rules(vec![]);
+
+    // A delete that stays busy is retried, then reported as unavailable; the volume stays.
+    d.create(&req("trident_f2", "aggr1", GIB)).await.unwrap();
+    sim.set_fail_rules(vec![
+        FailRule::parse("DELETE@storage/volumes/*:1:job/524486").unwrap(),
+    ]);
+    let e = d.destroy("trident_f2").await.unwrap_err();
+    assert!(matches!(&e, DriverError::Unavailable(_)), "{e}");
+    assert_eq!(array_volumes(&sim, "svm1"), ["trident_f2"]);
+    sim.set_fail_rules(vec![]);
+    d.destroy("trident_f2").await.unwrap();
+    assert!(array_volumes(&sim, "svm1").is_empty());
 }

@@ -1,10 +1,11 @@
 //! The ONTAP drivers against the simulator: the conformance suite, behaviour beyond it, the
-//! ZAPI plumbing against canned answers, the simulator's REST API, and the real binary end to
+//! ZAPI and REST plumbing against canned answers, the simulator's REST API, and the real binary end to
 //! end.
 
 mod adopt;
 mod conformance;
 mod drivers;
 mod e2e;
+mod rest_canned;
 mod rest_sim;
 mod zapi;

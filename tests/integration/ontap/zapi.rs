@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 use storch::drivers::CommonConfig;
 use storch::drivers::DriverError;
+use storch::drivers::ontap::api::OntapApi;
 use storch::drivers::ontap::client::{ZapiClient, ZapiError};
 use storch::drivers::ontap::config::OntapConfig;
 use storch::net::RetryPolicy;

@@ -69,3 +69,46 @@ pub fn array_volumes(sim: &OntapSim, svm: &str) -> Vec<String> {
 pub async fn discover(d: &dyn StorageDriver) -> storch::drivers::Discovery {
     d.discover().await.expect("discover")
 }
+
+/// The API a test drives the drivers over: the same test runs once per API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// The default simulator (ONTAP 9.8, both APIs): `useREST` unset picks ZAPI.
+    Zapi,
+    /// A simulator of ONTAP 9.15.1 serving only REST: `useREST` unset picks REST.
+    Rest,
+}
+
+impl Api {
+    /// `opts` for a simulator this API is chosen on.
+    pub fn sim_options(self, mut opts: SimOptions) -> SimOptions {
+        if self == Api::Rest {
+            opts.api = storch::sim::ontap::ApiMode::Rest;
+            opts.ontap_version = Some([9, 15, 1]);
+        }
+        opts
+    }
+}
+
+/// Generates one `#[tokio::test]` per API for each `async fn name(api: Api)` listed.
+#[macro_export]
+macro_rules! over_both_apis {
+    ($($name:ident),* $(,)?) => {
+        mod zapi_api {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::ontap::Api::Zapi).await
+                }
+            )*
+        }
+        mod rest_api {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::ontap::Api::Rest).await
+                }
+            )*
+        }
+    };
+}
