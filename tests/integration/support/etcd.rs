@@ -20,17 +20,25 @@ fn free_port() -> u16 {
 }
 
 impl Etcd {
-    /// Starts a one-member etcd and waits until it answers.
+    /// Starts a one-member etcd and waits until it answers. The free ports are picked before
+    /// etcd binds them, so another test may take one in between: etcd then exits at once, and
+    /// it is started again on other ports.
     pub async fn start() -> Etcd {
-        let mut etcd = Etcd {
-            child: None,
-            endpoint: format!("http://127.0.0.1:{}", free_port()),
-            peer_url: format!("http://127.0.0.1:{}", free_port()),
-            data: tempfile::tempdir().unwrap(),
-        };
-        etcd.spawn();
-        etcd.wait_up().await;
-        etcd
+        let mut last = String::new();
+        for _ in 0..5 {
+            let mut etcd = Etcd {
+                child: None,
+                endpoint: format!("http://127.0.0.1:{}", free_port()),
+                peer_url: format!("http://127.0.0.1:{}", free_port()),
+                data: tempfile::tempdir().unwrap(),
+            };
+            etcd.spawn();
+            match etcd.answers().await {
+                Ok(()) => return etcd,
+                Err(exited) => last = exited,
+            }
+        }
+        panic!("etcd did not start on free ports five times: {last}");
     }
 
     fn spawn(&mut self) {
@@ -63,16 +71,32 @@ impl Etcd {
     }
 
     /// Polls `/health` until etcd answers (up to ~20 s).
-    pub async fn wait_up(&self) {
+    pub async fn wait_up(&mut self) {
+        if let Err(exited) = self.answers().await {
+            panic!("{exited}");
+        }
+    }
+
+    /// Polls `/health` until etcd answers; an etcd that exited (a port taken) is an error
+    /// at once, a hang past ~20 s a panic.
+    async fn answers(&mut self) -> Result<(), String> {
         let client = storch::net::client();
         for _ in 0..400 {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                return Err(format!("etcd at {} exited: {status}", self.endpoint));
+            }
             if client
                 .get(format!("{}/health", self.endpoint))
                 .send()
                 .await
                 .is_ok_and(|r| r.status().is_success())
             {
-                return;
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
