@@ -244,15 +244,20 @@ pub fn load_or_create<T: Serialize + DeserializeOwned>(
     }
 }
 
-/// The certificate of a `--tls` simulator, written to `cert_out` (default next to the state
-/// file, else in the temp dir): valid for the listen address and `extra` names too.
+/// The certificate of a `--tls` simulator (`None` without `--tls`), written to `cert_out`
+/// (default next to the state file, else in the temp dir): valid for the listen address and
+/// `extra` names too.
 pub fn tls_certificate(
+    tls: bool,
     listen: SocketAddr,
     extra: &[String],
     cert_out: Option<&Path>,
     state: Option<&Path>,
     tag: &str,
-) -> Result<(SelfSigned, PathBuf), SimError> {
+) -> Result<Option<(SelfSigned, PathBuf)>, SimError> {
+    if !tls {
+        return Ok(None);
+    }
     let mut names = extra.to_vec();
     if !listen.ip().is_unspecified() {
         names.push(listen.ip().to_string());
@@ -263,7 +268,7 @@ pub fn tls_certificate(
         .unwrap_or_else(|| http::default_cert_path(state, tag));
     cert.write_pem(&path)
         .map_err(|e| SimError::Tls(format!("cannot write {}: {e}", path.display())))?;
-    Ok((cert, path))
+    Ok(Some((cert, path)))
 }
 
 /// Writes `bytes` to `path` atomically and durably: `<path>.tmp`, fsync, rename, fsync of the

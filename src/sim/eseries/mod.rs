@@ -215,17 +215,14 @@ impl EseriesSim {
     /// Loads or creates the proxy and its array and starts serving.
     pub async fn start(opts: SimOptions) -> Result<EseriesSim, SimError> {
         let shared = Arc::new(shared(&opts)?);
-        let tls = if opts.tls {
-            Some(super::tls_certificate(
-                opts.listen,
-                &[],
-                opts.cert_out.as_deref(),
-                opts.state.as_deref(),
-                "eseries",
-            )?)
-        } else {
-            None
-        };
+        let tls = super::tls_certificate(
+            opts.tls,
+            opts.listen,
+            &[],
+            opts.cert_out.as_deref(),
+            opts.state.as_deref(),
+            "eseries",
+        )?;
         let handler_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = handler_shared.clone();

@@ -244,17 +244,14 @@ impl NexentaSim {
     /// Loads or creates the appliance and starts serving (and the control listener).
     pub async fn start(opts: SimOptions) -> Result<NexentaSim, SimError> {
         let shared = Arc::new(shared(&opts)?);
-        let tls = if opts.tls {
-            Some(super::tls_certificate(
-                opts.listen,
-                &[],
-                opts.cert_out.as_deref(),
-                opts.state.as_deref(),
-                "nexentastor",
-            )?)
-        } else {
-            None
-        };
+        let tls = super::tls_certificate(
+            opts.tls,
+            opts.listen,
+            &[],
+            opts.cert_out.as_deref(),
+            opts.state.as_deref(),
+            "nexentastor",
+        )?;
         let api_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = api_shared.clone();

@@ -398,17 +398,14 @@ impl OntapSim {
             in_flight: AtomicUsize::new(0),
             most_in_flight: AtomicUsize::new(0),
         });
-        let tls = if opts.tls {
-            Some(super::tls_certificate(
-                opts.listen,
-                &[],
-                opts.cert_out.as_deref(),
-                opts.state.as_deref(),
-                "ontap",
-            )?)
-        } else {
-            None
-        };
+        let tls = super::tls_certificate(
+            opts.tls,
+            opts.listen,
+            &[],
+            opts.cert_out.as_deref(),
+            opts.state.as_deref(),
+            "ontap",
+        )?;
         let handler_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = handler_shared.clone();

@@ -174,17 +174,14 @@ impl SolidFireSim {
     /// Loads or creates the cluster and starts serving.
     pub async fn start(opts: SimOptions) -> Result<SolidFireSim, SimError> {
         let shared = Arc::new(shared(&opts)?);
-        let tls = if opts.tls {
-            Some(super::tls_certificate(
-                opts.listen,
-                std::slice::from_ref(&opts.cluster.mvip),
-                opts.cert_out.as_deref(),
-                opts.state.as_deref(),
-                "solidfire",
-            )?)
-        } else {
-            None
-        };
+        let tls = super::tls_certificate(
+            opts.tls,
+            opts.listen,
+            std::slice::from_ref(&opts.cluster.mvip),
+            opts.cert_out.as_deref(),
+            opts.state.as_deref(),
+            "solidfire",
+        )?;
         let handler_shared = shared.clone();
         let handler: Handler = Arc::new(move |req| {
             let shared = handler_shared.clone();
