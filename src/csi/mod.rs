@@ -16,6 +16,7 @@
 pub mod controller;
 pub mod convert;
 pub mod identity;
+pub mod node_id;
 pub mod proto;
 mod snapshots;
 pub mod status;

@@ -14,8 +14,8 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use super::{
-    CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, PlannedVolume, SnapshotInfo,
-    StorageDriver, VolumeInfo,
+    CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, HostAccess, PlannedVolume,
+    PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::AccessInfo;
 
@@ -262,6 +262,24 @@ impl StorageDriver for LimitedDriver {
 
     async fn access_info(&self, internal_name: &str) -> DriverResult<AccessInfo> {
         self.run("access_info", self.inner.access_info(internal_name))
+            .await
+    }
+
+    fn needs_publish(&self) -> bool {
+        self.inner.needs_publish()
+    }
+
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        self.run("publish", self.inner.publish(internal_name, host))
+            .await
+    }
+
+    async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
+        self.run("unpublish", self.inner.unpublish(internal_name, host))
             .await
     }
 }

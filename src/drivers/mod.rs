@@ -156,6 +156,20 @@ impl PlannedVolume {
     }
 }
 
+/// A host that a volume is published to (CSI `ControllerPublishVolume`): the node's name and,
+/// when it attaches over iSCSI, its initiator name. See `crate::csi::node_id` for how a CSI
+/// node id carries both.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostAccess {
+    pub node: String,
+    /// The host's iSCSI initiator IQN, when it has one.
+    pub iscsi_initiator: Option<String>,
+}
+
+/// What a publish tells the host beyond the volume's access info (the CSI `publish_context`),
+/// e.g. the LUN number the volume got in the host's own mapping. Keys are without prefix.
+pub type PublishContext = BTreeMap<String, String>;
+
 /// One array family. Every method is idempotent where the array allows it: `destroy` of a
 /// volume already gone succeeds; `create` of a name that exists fails with `AlreadyExists`
 /// (the caller decides whether to adopt it).
@@ -199,4 +213,25 @@ pub trait StorageDriver: Send + Sync + std::fmt::Debug {
     /// Every volume this backend manages (for orphan checks).
     async fn list_volumes(&self) -> DriverResult<Vec<VolumeInfo>>;
     async fn access_info(&self, internal_name: &str) -> DriverResult<AccessInfo>;
+
+    /// Whether a host must be granted access to a volume before it can attach it (an igroup,
+    /// volume access group, host mapping or host group per host). `false`: every host the
+    /// backend lets in reaches every volume (NFS exports, local paths, a shared igroup).
+    fn needs_publish(&self) -> bool {
+        false
+    }
+    /// Grants `host` access to the volume. Idempotent: publishing to a host that already has
+    /// access returns the same context. A volume that does not exist is `NotFound`.
+    async fn publish(
+        &self,
+        _internal_name: &str,
+        _host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        Ok(PublishContext::new())
+    }
+    /// Takes `host`'s access away. Idempotent: a host without access, or a volume already
+    /// gone, is success.
+    async fn unpublish(&self, _internal_name: &str, _host: &HostAccess) -> DriverResult<()> {
+        Ok(())
+    }
 }
