@@ -37,9 +37,12 @@ impl CoreRuntime {
     /// by another process. Must be called inside a multi-thread tokio runtime.
     pub async fn start(opts: CoreOptions) -> Result<CoreRuntime, CoreError> {
         let dir = opts.data_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|e| {
+        let loose = crate::log::files::private_dir(&dir).map_err(|e| {
             CoreError::BootstrapFailed(format!("cannot create data dir {}: {e}", dir.display()))
         })?;
+        if let Some(warning) = loose {
+            tracing::warn!("data dir: {warning}");
+        }
         let durability = opts.durability;
         let log_dir = dir.join("log");
         let log = tokio::task::spawn_blocking(move || EventLog::open(&log_dir, durability))

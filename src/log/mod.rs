@@ -11,7 +11,8 @@
 //! snapshot with a checksum; the newest two are kept).
 //!
 //! Files: `codec.rs` (the envelope frame and the chain hash), `store.rs` (sled: open, format
-//! check, checked reads, checkpoints, truncation), `writer.rs` (group commit).
+//! check, checked reads, checkpoints, truncation), `writer.rs` (group commit), `files.rs` (the
+//! modes of the data dir and the log: 0700 and 0600).
 //!
 //! Integrity: every read ([`EventLog::read_from`], [`EventLog::verify`]) checks that each
 //! record decodes, is stored under its own sequence, follows its predecessor without a gap,
@@ -21,6 +22,7 @@
 
 pub mod baseline;
 mod codec;
+pub mod files;
 mod replica;
 mod store;
 mod writer;

@@ -134,7 +134,14 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError> {
     let config = match durability {
         Durability::Memory => sled::Config::new().temporary(true),
-        Durability::Flush | Durability::Write => sled::Config::new().path(dir),
+        Durability::Flush | Durability::Write => {
+            let warning = super::files::private_dir(dir)
+                .map_err(|e| LogError::Storage(format!("creating {}: {e}", dir.display())))?;
+            if let Some(warning) = warning {
+                tracing::warn!("{warning}");
+            }
+            sled::Config::new().path(dir)
+        }
     };
     // sled releases its file lock from its flusher thread a little after the last handle is
     // dropped, so a log closed a moment ago (a restart in the same process, a previous owner
@@ -163,6 +170,10 @@ pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError
         db.open_tree(name)
             .map_err(|e| storage(&format!("opening tree {name}"), e))
     };
+    if durability != Durability::Memory {
+        super::files::restrict_tree(dir)
+            .map_err(|e| LogError::Storage(format!("setting modes in {}: {e}", dir.display())))?;
+    }
     let events = tree(TREE_EVENTS)?;
     let meta = tree(TREE_META)?;
     let checkpoints = tree(TREE_CHECKPOINTS)?;

@@ -161,3 +161,55 @@ async fn the_canary_password_is_nowhere() {
         "the server logged (at trace level)"
     );
 }
+
+/// Modes of everything under `dir` (relative path → mode), dirs included.
+fn modes(dir: &Path, root: &Path, out: &mut Vec<(String, u32)>) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let rel = path.strip_prefix(root).unwrap().display().to_string();
+        out.push((rel, meta.permissions().mode() & 0o777));
+        if meta.is_dir() {
+            modes(&path, root, out);
+        }
+    }
+}
+
+/// The data dir and the log's dir are 0700 and every file in them 0600, as created and after
+/// a restart; a data dir an operator loosened is reported at start and left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_dir_and_the_log_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("state")).unwrap();
+    let data = tmp.path().join("state/data");
+    let client = storch::net::client();
+    for round in 0..2 {
+        let mut server = Server::start(&data, &[]);
+        server.wait_ready(&client).await;
+        let mut found = vec![("".to_string(), {
+            std::fs::metadata(&data).unwrap().permissions().mode() & 0o777
+        })];
+        modes(&data, &data, &mut found);
+        assert!(found.iter().any(|(p, _)| p == "log"), "{found:?}");
+        assert!(found.iter().any(|(p, _)| p == "secret.key"), "{found:?}");
+        let loose: Vec<_> = found
+            .iter()
+            .filter(|(p, m)| {
+                let want = if data.join(p).is_dir() { 0o700 } else { 0o600 };
+                (round == 0 || !p.is_empty()) && *m != want
+            })
+            .collect();
+        assert!(loose.is_empty(), "round {round}: {loose:?}");
+        if round == 1 {
+            let log = server.log();
+            assert!(
+                log.contains("has mode 0750") && log.contains("chmod 700"),
+                "the loosened data dir is reported:\n{log}"
+            );
+        }
+        server.stop();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o750)).unwrap();
+    }
+}
