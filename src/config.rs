@@ -67,13 +67,14 @@ impl FileConfig {
         // The seed CSI driver's `nexentastor_map` file: one backend per entry.
         if let Some(backends) = crate::drivers::nexentastor::expand_map(&doc) {
             let mut backends = backends?;
-            check_backends(&mut backends)?;
-            return Ok(FileConfig {
+            absolute_backend_paths(&mut backends)?;
+            return FileConfig {
                 path: path.to_path_buf(),
                 server: ServerSection::default(),
                 backends,
                 storage_classes: Vec::new(),
-            });
+            }
+            .checked();
         }
         let doc = match doc {
             Value::Null => serde_json::Map::new(),
@@ -100,7 +101,7 @@ impl FileConfig {
             }
         };
         let mut backends = list("backends")?;
-        check_backends(&mut backends)?;
+        absolute_backend_paths(&mut backends)?;
         let storage_classes = list("storageClasses")?
             .into_iter()
             .enumerate()
@@ -108,12 +109,20 @@ impl FileConfig {
                 StorageClassConfig::from_value(v).map_err(|e| format!("storageClasses[{i}]: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(FileConfig {
+        FileConfig {
             path: path.to_path_buf(),
             server,
             backends,
             storage_classes,
-        })
+        }
+        .checked()
+    }
+
+    /// The file as a whole, checked as applying it will check it (so a bad file stops the
+    /// start and a bad reload changes nothing): nothing contacts an array here.
+    fn checked(self) -> Result<FileConfig, String> {
+        self.declared().check()?;
+        Ok(self)
     }
 
     /// The declaration to hand to `Core::apply_declared`.
@@ -126,8 +135,8 @@ impl FileConfig {
     }
 }
 
-/// Checks every backend config of a file and makes its paths absolute.
-fn check_backends(backends: &mut [Value]) -> Result<(), String> {
+/// Makes the paths of every backend config of a file absolute.
+fn absolute_backend_paths(backends: &mut [Value]) -> Result<(), String> {
     for (i, b) in backends.iter_mut().enumerate() {
         let at = match b.get("backendName").and_then(Value::as_str) {
             Some(name) => format!("backends[{i}] ({name})"),
@@ -137,9 +146,6 @@ fn check_backends(backends: &mut [Value]) -> Result<(), String> {
             return Err(format!("{at}: expected a backend config mapping"));
         }
         absolute_paths(b).map_err(|e| format!("{at}: {e}"))?;
-        // Validate the driver config now (nothing contacts an array here), so a bad file
-        // stops at start and a bad reload changes nothing.
-        crate::drivers::build_driver(b).map_err(|e| format!("{at}: {e}"))?;
     }
     Ok(())
 }
@@ -278,6 +284,22 @@ mod tests {
             (
                 "storageClasses:\n  - {name: x, attributes: {colour: red}}\n",
                 "storageClasses[0]",
+            ),
+            (
+                "backends:\n  - {version: 1, storageDriverName: fake, backendName: b, protocol: file, pools: {p: {size: 1Gi, attributes: {}}}}\n  - {version: 1, storageDriverName: fake, backendName: b, protocol: file, pools: {p: {size: 1Gi, attributes: {}}}}\n",
+                "backends[1] (b): backend b is declared twice",
+            ),
+            (
+                "storageClasses:\n  - {name: x}\n  - {name: x}\n",
+                "storageClasses[1]: storage class x is declared twice",
+            ),
+            (
+                "storageClasses:\n  - {name: bad/name}\n",
+                "storageClasses[0]: name",
+            ),
+            (
+                "storageClasses:\n  - {name: x, storagePools: {b: [\"(\"]}}\n",
+                "storageClasses[0] (x)",
             ),
             ("extra: 1\n", "unknown key \"extra\""),
             ("a: [\n", "line"),

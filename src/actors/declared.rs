@@ -46,21 +46,33 @@ struct Validated {
 }
 
 impl Declared {
-    /// Checks every entry before anything changes; the error names the entry and the field.
+    /// Checks every entry as [`Core::apply_declared`] will (driver configs, names, classes, no
+    /// name twice) without changing anything: what a config file must pass at start and on
+    /// reload. The error names the entry and the field (not the source).
+    pub fn check(&self) -> Result<(), String> {
+        self.checked().map(|_| ())
+    }
+
+    /// Like [`Declared::check`]; the error names the source too.
     fn validate(&self) -> Result<Validated, CoreError> {
-        let source = &self.source;
+        self.checked()
+            .map_err(|e| CoreError::Invalid(format!("{}: {e}", self.source)))
+    }
+
+    fn checked(&self) -> Result<Validated, String> {
         let mut backend_names = BTreeSet::new();
         let mut backends = Vec::new();
         for (i, doc) in self.backends.iter().enumerate() {
-            let built = crate::drivers::build_driver(doc)
-                .map_err(|e| CoreError::Invalid(format!("{source}: backends[{i}]: {e}")))?;
+            let at = match doc.get("backendName").and_then(serde_json::Value::as_str) {
+                Some(name) => format!("backends[{i}] ({name})"),
+                None => format!("backends[{i}]"),
+            };
+            let built = crate::drivers::build_driver(doc).map_err(|e| format!("{at}: {e}"))?;
             let name = built.common.backend_name.clone();
             if let Some(n) = &name
                 && !backend_names.insert(n.clone())
             {
-                return Err(CoreError::Invalid(format!(
-                    "{source}: backends[{i}]: backend {n} is declared twice"
-                )));
+                return Err(format!("{at}: backend {n} is declared twice"));
             }
             backends.push((i, name, doc.clone()));
         }
@@ -68,19 +80,15 @@ impl Declared {
         let mut class_names = BTreeSet::new();
         for (i, config) in self.storage_classes.iter().enumerate() {
             crate::model::validate_name("name", &config.name)
-                .map_err(|e| CoreError::Invalid(format!("{source}: storageClasses[{i}]: {e}")))?;
+                .map_err(|e| format!("storageClasses[{i}]: {e}"))?;
             if !class_names.insert(config.name.clone()) {
-                return Err(CoreError::Invalid(format!(
-                    "{source}: storageClasses[{i}]: storage class {} is declared twice",
+                return Err(format!(
+                    "storageClasses[{i}]: storage class {} is declared twice",
                     config.name
-                )));
+                ));
             }
-            let compiled = CompiledClass::compile(config.clone()).map_err(|e| {
-                CoreError::Invalid(format!(
-                    "{source}: storageClasses[{i}] ({}): {e}",
-                    config.name
-                ))
-            })?;
+            let compiled = CompiledClass::compile(config.clone())
+                .map_err(|e| format!("storageClasses[{i}] ({}): {e}", config.name))?;
             classes.push((config.clone(), Arc::new(compiled)));
         }
         Ok(Validated {

@@ -46,7 +46,7 @@ pub struct ServeSettings {
 pub enum SettingsError {
     #[error("--data-dir must not be empty")]
     EmptyDataDir,
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("invalid log format {0:?} in the config file")]
     LogFormat(String),

@@ -177,26 +177,54 @@ async fn serve_with_a_config_file_makes_real_volumes() {
     );
 }
 
+/// Every invalid declaration stops the start: exit non-zero, the file, entry and field named,
+/// and the message printed once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_config_file_stops_start_up_naming_the_entry() {
-    let tmp = tempfile::tempdir().unwrap();
-    let config = tmp.path().join("bad.yaml");
-    std::fs::write(
-        &config,
-        "storageClasses:\n  - {name: x, attributes: {media: 3}}\n",
-    )
-    .unwrap();
-    let (mut child, log) = crate::support::server::spawn(
-        &tmp.path().join("data"),
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    assert!(!crate::support::server::exit_status(&mut child).success());
-    let err = std::fs::read_to_string(&log).unwrap();
-    assert!(
-        err.contains("bad.yaml") && err.contains("storageClasses[0]"),
-        "{err}"
-    );
+    let fake = "{version: 1, storageDriverName: fake, backendName: b, protocol: file, \
+                pools: {p: {size: 1Gi, attributes: {}}}}";
+    for (text, needle) in [
+        (
+            "storageClasses:\n  - {name: x, attributes: {media: 3}}\n".to_string(),
+            "storageClasses[0]",
+        ),
+        (
+            format!("backends:\n  - {fake}\n  - {fake}\n"),
+            "backends[1] (b): backend b is declared twice",
+        ),
+        (
+            "storageClasses:\n  - {name: x}\n  - {name: x}\n".into(),
+            "storage class x is declared twice",
+        ),
+        (
+            "storageClasses:\n  - {name: bad/name}\n".into(),
+            "storageClasses[0]: name",
+        ),
+        (
+            "storageClasses:\n  - {name: x, storagePools: {b: [\"(\"]}}\n".into(),
+            "storageClasses[0] (x)",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("bad.yaml");
+        std::fs::write(&config, &text).unwrap();
+        let (mut child, log) = crate::support::server::spawn(
+            &tmp.path().join("data"),
+            &["--config", config.to_str().unwrap()],
+            &[],
+        );
+        assert!(
+            !crate::support::server::exit_status(&mut child).success(),
+            "{text}"
+        );
+        let err = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            err.contains("bad.yaml") && err.contains(needle),
+            "{text}\n{err}"
+        );
+        assert_eq!(err.matches(needle).count(), 1, "printed once:\n{err}");
+        assert!(!err.contains("listening"), "{err}");
+    }
 }
 
 /// What the local array holds: volume directories and image files under every pool.
