@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tokio::sync::{broadcast, mpsc};
 
@@ -126,11 +127,18 @@ pub struct Health {
     pub degraded: Option<String>,
     /// The leader's identity while this instance is an etcd standby (reads only).
     pub standby_of: Option<String>,
+    /// What a leader still waits for before it can serve: the config file, backends that
+    /// are initialising (a backend that failed for good does not hold readiness back).
+    pub starting: Vec<String>,
 }
 
 impl Health {
     pub fn ready(&self) -> bool {
-        self.log_open && self.replay_done && self.degraded.is_none() && self.standby_of.is_none()
+        self.log_open
+            && self.replay_done
+            && self.degraded.is_none()
+            && self.standby_of.is_none()
+            && self.starting.is_empty()
     }
 }
 
@@ -268,12 +276,49 @@ impl Core {
             (_, Some(log)) => log.poisoned().map(|p| format!("event log poisoned: {p}")),
             (_, None) => Some("event log closed".into()),
         };
+        let starting = match readiness {
+            Readiness::Ready => self.starting(),
+            _ => Vec::new(),
+        };
         Health {
             log_open: log.is_some(),
             replay_done: matches!(readiness, Readiness::Ready | Readiness::Standby { .. }),
             degraded,
             standby_of: self.shared.standby_leader(),
+            starting,
         }
+    }
+
+    /// What a ready leader still waits for: the config file, and backends initialising.
+    fn starting(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.shared.config_pending.load(Ordering::Acquire) {
+            out.push("the config file is not applied yet".to_string());
+        }
+        let mut initialising: Vec<String> = read(&self.shared.backends)
+            .iter()
+            .filter(|(_, slot)| slot.status.state() == BackendState::Initializing)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !initialising.is_empty() {
+            initialising.sort();
+            out.push(format!(
+                "backends still initialising: {}",
+                initialising.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// Holds readiness back until [`Core::config_applied`]: `serve --config` calls it before
+    /// the core is ready, so `/readyz` never says ready with the file not yet applied.
+    pub fn expect_config(&self) {
+        self.shared.config_pending.store(true, Ordering::Release);
+    }
+
+    /// The config file was applied (or refused): readiness no longer waits for it.
+    pub fn config_applied(&self) {
+        self.shared.config_pending.store(false, Ordering::Release);
     }
 
     /// Counts for metrics.

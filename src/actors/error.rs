@@ -46,6 +46,10 @@ pub enum CoreError {
     /// (HTTP 400 as Trident; the message says why per pool).
     #[error("{0}")]
     Failed(String),
+    /// Not yet, but soon: a backend the request needs is still initialising (HTTP 503 with
+    /// `Retry-After`; the message, which names the backends, is shown).
+    #[error("{0}")]
+    Starting(String),
     /// The log refuses writes or an actor is gone (HTTP 503).
     #[error("{0}")]
     Unavailable(String),
@@ -74,7 +78,9 @@ pub(crate) fn observe<T>(
         Err(CoreError::AlreadyExists(_)) => "conflict",
         Err(CoreError::Invalid(_)) => "invalid",
         Err(CoreError::Failed(_)) => "failed",
-        Err(CoreError::NotReady | CoreError::Unavailable(_)) => "unavailable",
+        Err(CoreError::NotReady | CoreError::Starting(_) | CoreError::Unavailable(_)) => {
+            "unavailable"
+        }
         Err(CoreError::Standby(_)) => "standby",
         Err(CoreError::BootstrapFailed(_) | CoreError::Internal(_)) => "error",
     };

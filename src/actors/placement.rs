@@ -33,6 +33,7 @@ pub(crate) fn plan(
         }
     };
     let mut candidates = Vec::with_capacity(matched.len());
+    let mut starting = std::collections::BTreeSet::new();
     shared.projection.read(|state| {
         let backends = read(&shared.backends);
         for pool in matched.iter() {
@@ -45,8 +46,13 @@ pub(crate) fn plan(
             let Some(slot) = backends.get(&pool.backend) else {
                 continue;
             };
-            if slot.status.state() != BackendState::Online {
-                continue;
+            match slot.status.state() {
+                BackendState::Online => {}
+                BackendState::Initializing => {
+                    starting.insert(pool.backend.clone());
+                    continue;
+                }
+                _ => continue,
             }
             let free = slot
                 .status
@@ -58,6 +64,14 @@ pub(crate) fn plan(
             candidates.push(pool.clone());
         }
     });
+    if candidates.is_empty() && !starting.is_empty() {
+        let names: Vec<String> = starting.into_iter().collect();
+        return Err(CoreError::Starting(format!(
+            "no available backends for storage class {class} yet: {} still initialising; \
+             try again shortly",
+            names.join(", ")
+        )));
+    }
     if candidates.is_empty() {
         return Err(CoreError::Failed(format!(
             "no available backends for storage class {class}; {}",

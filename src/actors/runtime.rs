@@ -85,6 +85,7 @@ impl CoreRuntime {
             volumes: Mutex::new(HashMap::new()),
             followers: tokio::sync::broadcast::channel(4096).0,
             admin: tokio::sync::Mutex::new(()),
+            config_pending: std::sync::atomic::AtomicBool::new(false),
         });
         let boot = tokio::spawn(boot(shared.clone()));
         Ok(CoreRuntime {

@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     pub followers: tokio::sync::broadcast::Sender<Arc<crate::log::Envelope>>,
     /// Serialises backend and storage-class commands (rare; volumes never take it).
     pub admin: tokio::sync::Mutex<()>,
+    /// A config file is to be applied and has not been yet (readiness waits for it).
+    pub config_pending: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -219,6 +219,7 @@ pub enum ErrorKind {
     /// A core error:
     /// - `NotReady` → **503** with `Retry-After`, the core's fixed "initializing" message;
     /// - `Standby` → **503** with `Retry-After`, naming the leader (commands on a standby);
+    /// - `Starting` → **503** with `Retry-After`, naming the backends still initialising;
     /// - `BootstrapFailed` → **500**, generic message (the cause is logged);
     /// - `NotFound` → **404**, except for creates (POST backend, volume, storage class),
     ///   where the missing thing is a referenced object: **400** as Trident;
@@ -263,9 +264,10 @@ impl ApiError {
             ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorKind::Panic | ErrorKind::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::Core(e) => match e {
-                CoreError::NotReady | CoreError::Standby(_) | CoreError::Unavailable(_) => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
+                CoreError::NotReady
+                | CoreError::Standby(_)
+                | CoreError::Starting(_)
+                | CoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
                 CoreError::BootstrapFailed(_) | CoreError::Internal(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
@@ -301,7 +303,9 @@ impl ApiError {
             }
             ErrorKind::Panic | ErrorKind::Encode(_) => internal_message(rid),
             ErrorKind::Core(e) => match e {
-                CoreError::NotReady | CoreError::Standby(_) => e.to_string(),
+                CoreError::NotReady | CoreError::Standby(_) | CoreError::Starting(_) => {
+                    e.to_string()
+                }
                 CoreError::BootstrapFailed(_) => {
                     format!("storch initialization failed; see the server log (request id {rid})")
                 }
@@ -336,6 +340,9 @@ impl ApiError {
                 tracing::warn!(op, error = %detail, "refused: core unavailable")
             }
             ErrorKind::Core(CoreError::NotReady) => tracing::info!(op, "refused: not ready"),
+            ErrorKind::Core(CoreError::Starting(why)) => {
+                tracing::info!(op, %why, "refused for now: a backend is initialising")
+            }
             ErrorKind::Core(CoreError::Standby(leader)) => {
                 tracing::info!(op, %leader, "refused: this instance is a standby")
             }

@@ -70,6 +70,7 @@ pub(crate) fn scrub_core_error(e: CoreError, secrets: &[String]) -> CoreError {
         CoreError::AlreadyExists(m) => CoreError::AlreadyExists(s(m)),
         CoreError::Invalid(m) => CoreError::Invalid(s(m)),
         CoreError::Failed(m) => CoreError::Failed(s(m)),
+        CoreError::Starting(m) => CoreError::Starting(s(m)),
         CoreError::Unavailable(m) => CoreError::Unavailable(s(m)),
         CoreError::Internal(m) => CoreError::Internal(s(m)),
     }

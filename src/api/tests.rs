@@ -763,8 +763,13 @@ fn readyz_counts_a_caught_up_standby_only_with_standby_ok() {
         replay_done,
         degraded: degraded.map(String::from),
         standby_of: standby_of.map(String::from),
+        starting: Vec::new(),
     };
     let leader = health(true, None, None);
+    let starting = Health {
+        starting: vec!["backends still initialising: a".into()],
+        ..leader.clone()
+    };
     let standby = health(true, None, Some("storch-0"));
     let replaying_standby = health(false, None, Some("storch-0"));
     let poisoned_standby = health(true, Some("event log poisoned: x"), Some("storch-0"));
@@ -780,6 +785,7 @@ fn readyz_counts_a_caught_up_standby_only_with_standby_ok() {
         (&poisoned_standby, 503, 503, "standby"),
         (&closed, 503, 503, "standby"),
         (&failed, 503, 503, "unavailable"),
+        (&starting, 503, 503, "unavailable"),
     ] {
         for (ok, code) in [(false, plain), (true, standby_ok)] {
             let (got, body) = readiness(h, ok);

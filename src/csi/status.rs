@@ -15,9 +15,10 @@ use crate::actors::CoreError;
 pub fn from_core(e: CoreError) -> Status {
     let message = e.to_string();
     match e {
-        CoreError::NotReady | CoreError::Standby(_) | CoreError::Unavailable(_) => {
-            Status::unavailable(message)
-        }
+        CoreError::NotReady
+        | CoreError::Standby(_)
+        | CoreError::Starting(_)
+        | CoreError::Unavailable(_) => Status::unavailable(message),
         CoreError::NotFound(_) => Status::not_found(message),
         CoreError::AlreadyExists(_) => Status::already_exists(message),
         CoreError::Invalid(_) => Status::invalid_argument(message),

@@ -310,14 +310,13 @@ async fn create_volume(
                 // The core names the pools it tried; add the others and why they were not.
                 note.push_str(&unused_pools(ctx, &class.config.name, protocol, size));
             }
-            ctx.event(
-                &reference(pvc),
-                false,
-                "ProvisioningFailed",
-                "Provision",
-                note,
-            )
-            .await;
+            // A backend still initialising is a wait, not a failure: retried with backoff.
+            let reason = match e {
+                CoreError::Starting(_) => "WaitingForBackend",
+                _ => "ProvisioningFailed",
+            };
+            ctx.event(&reference(pvc), false, reason, "Provision", note)
+                .await;
             Err(e.into())
         }
     }

@@ -30,7 +30,8 @@ pub(crate) async fn livez(ctx: ReqCtx) -> Result<Response, ApiError> {
     )
 }
 
-/// `GET /readyz`: 200 `{"status":"ok"}` when the log is open, replayed and takes writes;
+/// `GET /readyz`: 200 `{"status":"ok"}` when the log is open, replayed and takes writes, the
+/// config file is applied and every backend has come up or failed;
 /// otherwise 503 `{"status":"unavailable"|"standby","reasons":[…]}`. With `?standby=ok`
 /// (Vault's `standbyok`), a caught-up etcd standby is 200 `{"status":"standby",…}` too: it
 /// is healthy and counts as Ready for Kubernetes, while the Service reaches only the leader
@@ -93,6 +94,7 @@ pub(crate) fn readiness(health: &Health, standby_ok: bool) -> (StatusCode, Statu
     if !health.log_open && health.degraded.is_none() {
         reasons.push("the event log is not open".to_string());
     }
+    reasons.extend(health.starting.iter().cloned());
     let caught_up_standby = health.standby_of.is_some()
         && health.log_open
         && health.replay_done

@@ -136,10 +136,11 @@ async fn serve(settings: ServeSettings) -> Result<(), ServeError> {
     let lost_reason = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
     let lost_slot = lost_reason.clone();
     let shutdown = until_stopped(signals, lost, lost_slot);
-    let declarative = settings
-        .config
-        .clone()
-        .map(|config| tokio::spawn(apply_config_forever(core_runtime.core(), config)));
+    let declarative = settings.config.clone().map(|config| {
+        let core = core_runtime.core();
+        core.expect_config();
+        tokio::spawn(apply_config_forever(core, config))
+    });
     let served = crate::api::serve_with(listener, core_runtime.core(), options, shutdown).await;
     if let Some(task) = declarative {
         task.abort();
@@ -284,6 +285,11 @@ async fn apply_config_forever(core: crate::actors::Core, mut config: crate::conf
 }
 
 async fn apply_config(core: &crate::actors::Core, config: &crate::config::FileConfig) {
+    apply_config_once(core, config).await;
+    core.config_applied();
+}
+
+async fn apply_config_once(core: &crate::actors::Core, config: &crate::config::FileConfig) {
     let ctx = crate::actors::RequestCtx::new(format!("config:{}", config.path.display()));
     match core.apply_declared(&ctx, config.declared()).await {
         Ok(report) => {

@@ -315,3 +315,128 @@ async fn readyz_during_replay_of_a_large_log() {
     assert_eq!(r.status, 200);
     s.stop().await;
 }
+
+/// An ONTAP backend config whose management LIF is `lif`: a socket the test holds that accepts
+/// connections and never answers, so the driver's first call waits (for an hour) until the
+/// test closes it.
+async fn ontap_backend_at(dir: &Path, lif: std::net::SocketAddr) -> serde_json::Value {
+    let sim = crate::support::ontap::sim_in(dir, Default::default()).await;
+    let mut doc = crate::support::ontap::backend(
+        &sim,
+        "ontap-nas",
+        json!({"backendName": "slow", "apiTimeout": "1h"}),
+    );
+    sim.stop().await;
+    doc["managementLIF"] = json!(lif.to_string());
+    doc
+}
+
+async fn readyz_reasons(c: &reqwest::Client, url: &str) -> (u16, Vec<String>) {
+    let r = get(c, &format!("{url}/readyz")).await;
+    let reasons = r.json["reasons"]
+        .as_array()
+        .map(|a| a.iter().map(|r| r.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    (r.status, reasons)
+}
+
+/// `/readyz` is not ready while the config file is being applied (here: its backend waits on
+/// an array that does not answer), and becomes ready once the backend has definitively
+/// failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let doc = ontap_backend_at(tmp.path(), hole.local_addr().unwrap()).await;
+    let config = tmp.path().join("storch.yaml");
+    std::fs::write(&config, json!({"backends": [doc]}).to_string()).unwrap();
+    let data = tmp.path().join("data");
+    let mut server = crate::support::server::Server::start_with(
+        &data,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let c = storch::net::client();
+    crate::support::eventually("the config file pending in /readyz", async || {
+        let (status, reasons) = readyz_reasons(&c, &server.url).await;
+        status == 503
+            && reasons
+                .iter()
+                .any(|r| r == "the config file is not applied yet")
+    })
+    .await;
+    drop(hole);
+    crate::support::eventually("/readyz ready once the backend failed", async || {
+        readyz_reasons(&c, &server.url).await.0 == 200
+    })
+    .await;
+    server.stop();
+}
+
+/// After a restart, a backend from the log that is still initialising holds `/readyz` back,
+/// and a create that only it could serve is a 503 with `Retry-After` (retryable), not a 400;
+/// nothing is recorded for it. Once the backend has failed, the same create is the usual 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_still_initialising_makes_creates_retryable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = crate::support::ontap::sim_in(tmp.path(), Default::default()).await;
+    let doc = crate::support::ontap::backend(
+        &sim,
+        "ontap-nas",
+        json!({"backendName": "slow", "apiTimeout": "1h"}),
+    );
+    let lif: std::net::SocketAddr = sim.management_lif().parse().unwrap();
+    let data = tmp.path().join("data");
+    let c = storch::net::client();
+    let mut server = crate::support::server::Server::start(&data, &[]);
+    server.wait_ready(&c).await;
+    let url = server.url.clone();
+    assert_eq!(
+        post(&c, &format!("{url}/trident/v1/backend"), doc)
+            .await
+            .status,
+        201
+    );
+    let class = json!({"name": "any", "attributes": {"backendType": "ontap-nas"}});
+    assert_eq!(
+        post(&c, &format!("{url}/trident/v1/storageclass"), class)
+            .await
+            .status,
+        201
+    );
+    server.stop();
+    sim.stop().await;
+
+    let hole = std::net::TcpListener::bind(lif).unwrap();
+    let mut server = crate::support::server::Server::start(&data, &[]);
+    let url = server.url.clone();
+    crate::support::eventually("the backend initialising in /readyz", async || {
+        let (status, reasons) = readyz_reasons(&c, &url).await;
+        status == 503
+            && reasons
+                .iter()
+                .any(|r| r == "backends still initialising: slow")
+    })
+    .await;
+    let events = get(&c, &format!("{url}/trident/v1/events")).await.json;
+    let volume = json!({"name": "v1", "size": "1Gi", "storageClass": "any"});
+    let r = post(&c, &format!("{url}/trident/v1/volume"), volume.clone()).await;
+    assert_eq!(r.status, 503, "{:?}", r.json);
+    assert_eq!(r.headers["retry-after"], "1");
+    let msg = r.json["error"].as_str().unwrap();
+    assert!(msg.contains("slow still initialising"), "{msg}");
+    assert_eq!(
+        get(&c, &format!("{url}/trident/v1/events")).await.json,
+        events,
+        "nothing recorded"
+    );
+
+    drop(hole);
+    crate::support::eventually("/readyz ready once the backend failed", async || {
+        readyz_reasons(&c, &url).await.0 == 200
+    })
+    .await;
+    let r = post(&c, &format!("{url}/trident/v1/volume"), volume).await;
+    assert_eq!(r.status, 400, "{:?}", r.json);
+    server.stop();
+}
