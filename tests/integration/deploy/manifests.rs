@@ -317,6 +317,8 @@ fn readme_documents_every_value() {
         "/readyz?standby=ok",
         "helm install",
         "kubectl apply -f deploy/",
+        "kubectl apply -f deploy/csi/",
+        "csi.enabled=true",
     ] {
         assert!(
             readme.contains(needle),

@@ -12,6 +12,7 @@
 mod install;
 
 mod csi;
+mod csi_checks;
 mod examples_csi;
 mod helm;
 mod manifests;
@@ -29,6 +30,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use csi_checks::*;
 use helm::*;
 use install::*;
 use manifests::plain_objects;
