@@ -257,6 +257,22 @@ fn helm_chart_csi_values_reach_the_objects() {
     );
 }
 
+#[test]
+fn helm_chart_refuses_bad_csi_values_naming_them() {
+    let with = |node: Value| render(json!({"csi": {"enabled": true, "node": node}}));
+    for zone in ["Zone_A", "-a", ""] {
+        let err = with(json!({"zones": ["zone-a", zone]})).unwrap_err();
+        assert!(
+            err.contains("csi.node.zones") && err.contains(&format!("{zone:?}")),
+            "{err}"
+        );
+    }
+    let err = with(json!({"maxVolumes": -1})).unwrap_err();
+    assert!(err.contains("csi.node.maxVolumes must be 0"), "{err}");
+    let err = render(json!({"csi": {"enabled": true, "driverName": ""}})).unwrap_err();
+    assert!(err.contains("csi.driverName is required"), "{err}");
+}
+
 /// The flags the node plugin's DaemonSet may use are the ones `storch csi node --help` lists.
 #[test]
 fn node_plugin_flags_are_the_binarys() {
