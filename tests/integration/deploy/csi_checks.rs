@@ -193,6 +193,34 @@ fn check_sidecar_image(c: &core::Container, name: &str, what: &str) {
     );
 }
 
+/// The sidecar `name` (image `image`) of `pod`, checked: the pinned image, no privilege, on
+/// `socket` (`--csi-address`) in the volume `socket_volume`. Returns its args.
+fn socket_sidecar<'a>(
+    pod: &'a core::PodSpec,
+    name: &str,
+    image: &str,
+    socket: &str,
+    socket_volume: &str,
+    what: &str,
+) -> &'a [String] {
+    let c = container(pod, name, what);
+    check_sidecar_image(c, image, what);
+    check_unprivileged_sidecar(c, what);
+    assert!(
+        c.command.is_none(),
+        "{what}: {name} runs its image's entrypoint"
+    );
+    let a = args(c);
+    assert_eq!(
+        flag_value(a, "--csi-address"),
+        Some(socket),
+        "{what}: {name} on the plugin's socket"
+    );
+    let (_, v) = mount_of(pod, c, socket, what);
+    assert_eq!(v.name, socket_volume, "{what}: {name}'s socket volume");
+    a
+}
+
 /// Resource requests, a memory limit, and (unless privileged) no privilege at all.
 fn check_unprivileged_sidecar(c: &core::Container, what: &str) {
     let res = c.resources.clone().unwrap_or_default();
@@ -271,28 +299,11 @@ pub(super) fn check_csi<'a>(objects: &'a [Object], ns: &str, node_ns: &str, what
     want.insert("storch");
     assert_eq!(names, want, "{what}: the controller's containers");
     for sidecar in CSI_SIDECARS {
-        let c = container(pod, sidecar, what);
-        check_sidecar_image(c, sidecar, what);
-        check_unprivileged_sidecar(c, what);
-        let a = args(c);
-        assert_eq!(
-            flag_value(a, "--csi-address"),
-            Some(socket),
-            "{what}: {sidecar} on storch's socket"
-        );
-        let (_, v) = mount_of(pod, c, socket, what);
-        assert_eq!(
-            v.name, socket_volume.name,
-            "{what}: {sidecar} socket volume"
-        );
+        let a = socket_sidecar(pod, sidecar, sidecar, socket, &socket_volume.name, what);
         assert_eq!(
             a.iter().any(|x| x == "--leader-election"),
             replicated,
             "{what}: {sidecar}: --leader-election exactly when several instances run it"
-        );
-        assert!(
-            c.command.is_none(),
-            "{what}: {sidecar} runs its image's entrypoint"
         );
     }
     let provisioner = args(container(pod, "csi-provisioner", what));
@@ -599,18 +610,21 @@ fn check_node_plugin<'a>(
 
         // The registrar announces the same socket, by its host path, in the kubelet's
         // registry.
-        let r = container(pod, "node-driver-registrar", what);
-        check_sidecar_image(r, "csi-node-driver-registrar", what);
-        check_unprivileged_sidecar(r, what);
-        let ra = args(r);
-        assert_eq!(flag_value(ra, "--csi-address"), Some(socket), "{what}");
-        assert_eq!(mount_of(pod, r, socket, what).1.name, socket_volume.name);
+        let ra = socket_sidecar(
+            pod,
+            "node-driver-registrar",
+            "csi-node-driver-registrar",
+            socket,
+            &socket_volume.name,
+            what,
+        );
         let file = Path::new(socket).file_name().unwrap().to_str().unwrap();
         assert_eq!(
             flag_value(ra, "--kubelet-registration-path"),
             Some(format!("{host_socket_dir}/{file}").as_str()),
             "{what}: the registration path is the socket on the host"
         );
+        let r = container(pod, "node-driver-registrar", what);
         let (_, registry) = mount_of(pod, r, "/registration/x", what);
         assert_eq!(
             registry.host_path.as_ref().map(|h| h.path.clone()),
@@ -619,12 +633,14 @@ fn check_node_plugin<'a>(
         );
 
         // livenessprobe on the socket is the plugin's liveness probe.
-        let l = container(pod, "liveness-probe", what);
-        check_sidecar_image(l, "livenessprobe", what);
-        check_unprivileged_sidecar(l, what);
-        let la = args(l);
-        assert_eq!(flag_value(la, "--csi-address"), Some(socket), "{what}");
-        assert_eq!(mount_of(pod, l, socket, what).1.name, socket_volume.name);
+        let la = socket_sidecar(
+            pod,
+            "liveness-probe",
+            "livenessprobe",
+            socket,
+            &socket_volume.name,
+            what,
+        );
         let port: i32 = flag_value(la, "--http-endpoint")
             .and_then(|e| e.rsplit(':').next())
             .and_then(|p| p.parse().ok())

@@ -289,17 +289,7 @@ fn csi_examples_parse_and_refer_to_each_other() {
     // Claims: a known class; restored and cloned claims name an existing source in their
     // namespace, of the same class, no smaller.
     let size = |pvc: &core::PersistentVolumeClaim| {
-        let q = &pvc
-            .spec
-            .as_ref()
-            .unwrap()
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .as_ref()
-            .unwrap()["storage"]
-            .0;
+        let q = requested_storage(pvc.spec.as_ref().unwrap());
         storch::model::parse_size(q).unwrap_or_else(|e| panic!("{q}: {e}"))
     };
     let mut sources = BTreeSet::new();

@@ -165,17 +165,7 @@ fn helm_chart_with_etcd_endpoints_renders_replicated_instances() {
     assert_eq!(claim.metadata.name.as_deref(), Some("data"));
     let claim_spec = claim.spec.as_ref().unwrap();
     assert_eq!(claim_spec.storage_class_name, None);
-    assert_eq!(
-        claim_spec
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .as_ref()
-            .unwrap()["storage"]
-            .0,
-        "2Gi"
-    );
+    assert_eq!(requested_storage(claim_spec), "2Gi");
 
     let args = &install.args;
     for (flag, want) in [
@@ -338,10 +328,7 @@ fn helm_chart_with_etcd_endpoints_takes_its_values() {
         .as_ref()
         .unwrap();
     assert_eq!(claim.storage_class_name.as_deref(), Some("fast-ssd"));
-    assert_eq!(
-        claim.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
-        "10Gi"
-    );
+    assert_eq!(requested_storage(claim), "10Gi");
     let args = &install.args;
     assert_eq!(
         flag_value(args, "--etcd-endpoints"),
@@ -495,10 +482,7 @@ fn helm_chart_values_reach_the_objects() {
 
     let pvc = pvc_of(&objects);
     assert_eq!(pvc.storage_class_name.as_deref(), Some("fast-ssd"));
-    assert_eq!(
-        pvc.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
-        "10Gi"
-    );
+    assert_eq!(requested_storage(pvc), "10Gi");
     let svc = service_of(&objects);
     assert_eq!(svc.type_.as_deref(), Some("NodePort"));
     assert_eq!(svc.ports.as_ref().unwrap()[0].port, 443);

@@ -673,6 +673,12 @@ pub(super) fn secret_volumes(pod: &core::PodSpec) -> BTreeSet<&str> {
         .collect()
 }
 
+/// A claim's requested storage (`resources.requests.storage`).
+pub(super) fn requested_storage(spec: &core::PersistentVolumeClaimSpec) -> &str {
+    let requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
+    &requests.expect("resources.requests")["storage"].0
+}
+
 pub(super) fn pvc_of(objects: &[Object]) -> &core::PersistentVolumeClaimSpec {
     one!(objects, PersistentVolumeClaim, "PVC")
         .spec
