@@ -293,3 +293,49 @@ fn node_plugin_flags_are_the_binarys() {
         );
     }
 }
+
+/// The node plugin starts with the plain DaemonSet's args (the node name the downward API
+/// gives, the socket moved into a temp dir): it listens on the socket rather than refusing
+/// them.
+#[test]
+fn node_plugin_starts_with_the_daemonsets_args() {
+    let objects = plain_csi_install();
+    let set = one!(&objects, DaemonSet, "DaemonSet");
+    let pod = set.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("csi.sock");
+    let argv: Vec<String> = args(container(pod, "storch", "deploy/csi"))
+        .iter()
+        .map(|a| match flag_name(a) {
+            Some("--endpoint") => format!("--endpoint=unix://{}", socket.display()),
+            _ => a.replace("$(NODE_NAME)", "node-1"),
+        })
+        .collect();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_storch"))
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start storch csi node");
+    // Listening, or exited: either ends the wait.
+    let mut exited = None;
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(crate::support::eventually(
+            "storch csi node to listen on its socket or exit",
+            async || {
+                exited = child.try_wait().unwrap();
+                socket.exists() || exited.is_some()
+            },
+        ));
+    child.kill().ok();
+    child.wait().ok();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).ok();
+    assert!(
+        exited.is_none(),
+        "storch {} exited ({exited:?}) instead of listening:\n{stderr}",
+        argv.join(" ")
+    );
+}
