@@ -532,3 +532,26 @@ fn templates_read_only_declared_values() {
     }
     assert!(seen > 20, "found only {seen} value reads");
 }
+
+/// values.schema.json: a misspelled or unknown value, or one of the wrong kind, is refused
+/// naming it, instead of being ignored.
+#[test]
+fn helm_chart_refuses_unknown_values_naming_them() {
+    for (values, named) in [
+        (json!({"csi": {"enabeld": true}}), "'enabeld'"),
+        (json!({"replica": 2}), "'replica'"),
+        (
+            json!({"etcd": {"endpoint": "http://etcd:2379"}}),
+            "'endpoint'",
+        ),
+        (json!({"service": {"port": 0}}), "/service/port"),
+        (json!({"logFormat": "yaml"}), "/logFormat"),
+        (json!({"csi": {"enabled": "yes"}}), "/csi/enabled"),
+    ] {
+        let err = render(values.clone()).unwrap_err();
+        assert!(
+            err.contains("schema") && err.contains(named),
+            "{values}: {err}"
+        );
+    }
+}
