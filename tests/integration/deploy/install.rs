@@ -123,7 +123,7 @@ macro_rules! own {
 }
 
 /// Whether an object belongs to the CSI driver (`app.kubernetes.io/component: csi-…`), checked
-/// by `csi::check_csi` rather than [`check_install`].
+/// by `csi_checks::check_csi` rather than [`check_install`].
 pub(super) fn is_csi(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
     meta.labels
         .as_ref()
@@ -237,7 +237,7 @@ impl<'a> Workload<'a> {
 /// StatefulSet, a replicated one. Returns the pod template and its container's args for
 /// further checks.
 pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a> {
-    // Namespaced objects are in `ns` (the CSI ones: `csi::check_csi`).
+    // Namespaced objects are in `ns` (the CSI ones: `csi_checks::check_csi`).
     for o in objects {
         let meta = match o {
             Object::DaemonSet(x) => &x.metadata,
@@ -349,7 +349,7 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
     let pod = template.spec.as_ref().unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some(sa_name.as_str()));
     assert!(pod.init_containers.is_none() && pod.host_network.is_none() && pod.host_pid.is_none());
-    // storch, and with CSI its sidecars (checked by `csi::check_csi`).
+    // storch, and with CSI its sidecars (checked by `csi_checks::check_csi`).
     let c = storch_container(pod, what);
     for other in pod.containers.iter().filter(|o| o.name != "storch") {
         assert!(
