@@ -1,5 +1,6 @@
-//! The Helm chart: rendered with [`gotmpl`](super::gotmpl), it gives the install of the plain
-//! manifests; its values, their README table and the renderer itself.
+//! The Helm chart, rendered by the real helm (`support::helm`) for every values set and
+//! linted with it: it gives the install of the plain manifests; its values and their README
+//! table.
 
 use super::*;
 
@@ -24,45 +25,15 @@ pub(super) fn merge(base: &mut Value, over: &Value) {
     }
 }
 
-/// Renders the chart as `helm template storch --namespace storch` would, with `overrides`
-/// merged into the default values. Returns the rendered files (NOTES.txt included).
+/// Renders the chart with the real helm, as `helm template storch --namespace storch` with
+/// `overrides` as a values file (merged into values.yaml by helm: maps key by key, `null`
+/// removes a default). A values set that renders must also pass `helm lint --strict`.
 pub(super) fn render(overrides: Value) -> Result<BTreeMap<String, String>, String> {
-    let mut values = default_values();
-    merge(&mut values, &overrides);
-    let chart_yaml: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap())
-            .unwrap();
-    // Helm's .Chart fields are Chart.yaml's keys, capitalised (name → .Chart.Name).
-    let chart: serde_json::Map<String, Value> = chart_yaml
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| {
-            let mut c = k.chars();
-            let first = c.next().unwrap().to_ascii_uppercase();
-            (format!("{first}{}", c.as_str()), v.clone())
-        })
-        .collect();
-    let root = json!({
-        "Values": values,
-        "Chart": chart,
-        "Release": {"Name": "storch", "Namespace": "storch", "Service": "Helm",
-                    "IsInstall": true, "IsUpgrade": false, "Revision": 1},
-    });
-    let mut sources = BTreeMap::new();
-    for entry in std::fs::read_dir(chart_dir().join("templates")).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        sources.insert(name, std::fs::read_to_string(&path).unwrap());
+    let files = crate::support::helm::template(&chart_dir(), "storch", "storch", &overrides)?;
+    if let Err(e) = crate::support::helm::lint(&chart_dir(), "storch", &overrides) {
+        panic!("helm lint --strict refuses values that render ({overrides}):\n{e}");
     }
-    let templates = gotmpl::Templates::parse(&sources)?;
-    let (out, missing) = templates.render_all(&root)?;
-    if !missing.is_empty() {
-        return Err(format!(
-            "templates read values that values.yaml does not have: {missing:?}"
-        ));
-    }
-    Ok(out)
+    Ok(files)
 }
 
 pub(super) fn rendered_objects(files: &BTreeMap<String, String>) -> Vec<Object> {
@@ -94,7 +65,12 @@ fn helm_chart_renders_the_same_install_as_the_plain_manifests() {
     for (name, text) in &files {
         assert!(!text.contains("<no value>"), "{name}: <no value>");
     }
-    assert!(files["NOTES.txt"].contains("netapp.io/trident"));
+    let notes = crate::support::helm::notes(&chart_dir(), "storch", "storch", &json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        notes.contains("netapp.io/trident") && notes.contains("https://storch.storch.svc:8000"),
+        "{notes}"
+    );
     let objects = rendered_objects(&files);
     let install = check_install(&objects, "storch", "helm chart");
 
@@ -189,17 +165,7 @@ fn helm_chart_with_etcd_endpoints_renders_replicated_instances() {
     assert_eq!(claim.metadata.name.as_deref(), Some("data"));
     let claim_spec = claim.spec.as_ref().unwrap();
     assert_eq!(claim_spec.storage_class_name, None);
-    assert_eq!(
-        claim_spec
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .as_ref()
-            .unwrap()["storage"]
-            .0,
-        "2Gi"
-    );
+    assert_eq!(requested_storage(claim_spec), "2Gi");
 
     let args = &install.args;
     for (flag, want) in [
@@ -362,10 +328,7 @@ fn helm_chart_with_etcd_endpoints_takes_its_values() {
         .as_ref()
         .unwrap();
     assert_eq!(claim.storage_class_name.as_deref(), Some("fast-ssd"));
-    assert_eq!(
-        claim.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
-        "10Gi"
-    );
+    assert_eq!(requested_storage(claim), "10Gi");
     let args = &install.args;
     assert_eq!(
         flag_value(args, "--etcd-endpoints"),
@@ -519,10 +482,7 @@ fn helm_chart_values_reach_the_objects() {
 
     let pvc = pvc_of(&objects);
     assert_eq!(pvc.storage_class_name.as_deref(), Some("fast-ssd"));
-    assert_eq!(
-        pvc.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0,
-        "10Gi"
-    );
+    assert_eq!(requested_storage(pvc), "10Gi");
     let svc = service_of(&objects);
     assert_eq!(svc.type_.as_deref(), Some("NodePort"));
     assert_eq!(svc.ports.as_ref().unwrap()[0].port, 443);
@@ -539,94 +499,59 @@ fn helm_chart_names_cluster_objects_per_release_namespace() {
     assert_eq!(labels["app.kubernetes.io/version"], "0.1.0");
 }
 
+/// helm renders a value that values.yaml does not declare as empty: every `.Values.a.b` a
+/// template reads must be declared (and so documented: `readme_documents_every_value`).
 #[test]
-fn renderer_follows_go_template_semantics() {
-    let render1 = |src: &str, dot: Value| -> Result<String, String> {
-        let t = gotmpl::Templates::parse(&BTreeMap::from([("t".to_string(), src.to_string())]))?;
-        Ok(t.render_all(&dot)?.0.remove("t").unwrap())
-    };
-    let v = json!({"a": "x", "n": 0, "list": ["p", "q"], "map": {"k": "v", "b": 2}, "empty": [], "s": "a\"b"});
-    let cases: &[(&str, &str)] = &[
-        ("a {{ .a }} b", "a x b"),
-        ("a\n  {{- .a -}}\n  b", "axb"),
-        ("{{ if .n }}yes{{ else }}no{{ end }}", "no"),
-        (
-            "{{ if .empty }}1{{ else if .list }}2{{ else }}3{{ end }}",
-            "2",
-        ),
-        ("{{ range .list }}[{{ . }}]{{ end }}", "[p][q]"),
-        ("{{ range .empty }}x{{ else }}none{{ end }}", "none"),
-        (
-            "{{ with .map }}{{ .k }}{{ end }}{{ with .missing }}x{{ end }}",
-            "v",
-        ),
-        ("{{ range .list }}{{ $.a }}{{ end }}", "xx"),
-        (
-            "{{ .s | quote }} {{ 5 | quote }} {{ quote .missing }}",
-            r#""a\"b" "5" "#,
-        ),
-        (
-            "{{ .missing | default \"d\" }} {{ .a | default \"d\" }} {{ default 3 .n }}",
-            "d x 3",
-        ),
-        ("{{ toYaml .map }}", "b: 2\nk: v"),
-        ("x:{{ toYaml .list | nindent 2 }}", "x:\n  - p\n  - q"),
-        ("{{ \"a\\nb\" | indent 2 }}", "  a\n  b"),
-        ("{{/* a comment */}}c", "c"),
-        (
-            "{{ define \"h\" }}<{{ .a }}>{{ end }}{{ include \"h\" . }}{{ include \"h\" (.map) }}",
-            "<x><>",
-        ),
-        ("{{ toYaml (dict) }}", ""),
-        (
-            "{{ kindIs \"invalid\" .missing }} {{ kindIs \"invalid\" .n }} {{ kindIs \"slice\" .list }}",
-            "true false true",
-        ),
-        ("{{ if not .n }}0{{ end }}{{ if not .a }}x{{ end }}", "0"),
-        (
-            "{{ int 2.7 }} {{ int \"3\" }} {{ int \"x\" }} {{ int .missing }}",
-            "2 3 0 0",
-        ),
-        (
-            "{{ lt (int .n) 1 }} {{ lt 2 1 }} {{ ne 1 1 }} {{ ne .a \"y\" }}",
-            "true false false true",
-        ),
-        (
-            "{{ join \",\" .list }} {{ join \",\" .a }} {{ join \",\" .empty }}.",
-            "p,q x .",
-        ),
-    ];
-    for (src, want) in cases {
-        if src.contains("dict") {
-            assert!(render1(src, v.clone()).unwrap_err().contains("dict"));
-            continue;
+fn templates_read_only_declared_values() {
+    let values = default_values();
+    let reads = regex::Regex::new(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)").unwrap();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(chart_dir().join("templates")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for read in reads.captures_iter(&text) {
+            seen += 1;
+            let mut at = &values;
+            for key in read[1][1..].split('.') {
+                match at.as_object() {
+                    // Below a declared map of the user's (resources, nodeSelector, …): theirs.
+                    Some(m) if m.is_empty() => break,
+                    Some(m) => {
+                        at = m.get(key).unwrap_or_else(|| {
+                            panic!(
+                                "{}: .Values{} is not declared in values.yaml",
+                                path.display(),
+                                &read[1]
+                            )
+                        })
+                    }
+                    None => break,
+                }
+            }
         }
-        assert_eq!(render1(src, v.clone()).as_deref(), Ok(*want), "{src}");
     }
-    assert_eq!(
-        render1("{{ required \"need x\" .x }}", v.clone()).unwrap_err(),
-        "t: need x"
-    );
-    assert_eq!(
-        render1("{{ fail \"no\" }}", v.clone()).unwrap_err(),
-        "t: no"
-    );
-    for (src, why) in [
-        ("{{ .missing.deeper }}", "nil pointer evaluating"),
-        ("{{ if .a }}", "unclosed if"),
-        ("{{ lt .a 1 }}", "lt of a string"),
-        ("{{ int .list }}", "int of a list"),
-        ("{{ kindIs \"int\" .n }}", "numeric kinds"),
-        ("{{ .list }}", "a list is not printed"),
-    ] {
-        assert!(render1(src, v.clone()).is_err(), "{why}: {src}");
-    }
+    assert!(seen > 20, "found only {seen} value reads");
 }
 
+/// values.schema.json: a misspelled or unknown value, or one of the wrong kind, is refused
+/// naming it, instead of being ignored.
 #[test]
-#[ignore = "prints the rendered chart: cargo test --test integration deploy:: -- --ignored --nocapture"]
-fn print_rendered_chart() {
-    for (name, text) in render(json!({})).unwrap() {
-        println!("# ---- {name}\n{text}");
+fn helm_chart_refuses_unknown_values_naming_them() {
+    for (values, named) in [
+        (json!({"csi": {"enabeld": true}}), "'enabeld'"),
+        (json!({"replica": 2}), "'replica'"),
+        (
+            json!({"etcd": {"endpoint": "http://etcd:2379"}}),
+            "'endpoint'",
+        ),
+        (json!({"service": {"port": 0}}), "/service/port"),
+        (json!({"logFormat": "yaml"}), "/logFormat"),
+        (json!({"csi": {"enabled": "yes"}}), "/csi/enabled"),
+    ] {
+        let err = render(values.clone()).unwrap_err();
+        assert!(
+            err.contains("schema") && err.contains(named),
+            "{values}: {err}"
+        );
     }
 }

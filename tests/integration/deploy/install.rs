@@ -107,6 +107,30 @@ macro_rules! one {
     };
 }
 
+/// [`one`] for one variant of [`Object`], among storch's own objects (not the CSI ones:
+/// [`is_csi`]).
+macro_rules! own {
+    ($objects:expr, $variant:ident, $kind:expr) => {
+        one(
+            $objects,
+            |o| match o {
+                Object::$variant(x) if !is_csi(&x.metadata) => Some(x),
+                _ => None,
+            },
+            $kind,
+        )
+    };
+}
+
+/// Whether an object belongs to the CSI driver (`app.kubernetes.io/component: csi-…`), checked
+/// by `csi_checks::check_csi` rather than [`check_install`].
+pub(super) fn is_csi(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/component"))
+        .is_some_and(|c| c.starts_with("csi-"))
+}
+
 /// The `--flag` of an argument (`--flag=value` or `--flag`), if it is one.
 pub(super) fn flag_name(arg: &str) -> Option<&str> {
     arg.starts_with("--")
@@ -213,9 +237,10 @@ impl<'a> Workload<'a> {
 /// StatefulSet, a replicated one. Returns the pod template and its container's args for
 /// further checks.
 pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> Install<'a> {
-    // Namespaced objects are in `ns`.
+    // Namespaced objects are in `ns` (the CSI ones: `csi_checks::check_csi`).
     for o in objects {
         let meta = match o {
+            Object::DaemonSet(x) => &x.metadata,
             Object::ServiceAccount(x) => &x.metadata,
             Object::Service(x) => &x.metadata,
             Object::PersistentVolumeClaim(x) => &x.metadata,
@@ -228,6 +253,9 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
             }
             _ => continue,
         };
+        if is_csi(meta) {
+            continue;
+        }
         assert_eq!(
             meta.namespace.as_deref(),
             Some(ns),
@@ -238,11 +266,11 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
 
     let workload = workload(objects, what);
     let replicated = matches!(workload, Workload::Replicated(_));
-    let sa = one!(objects, ServiceAccount, "ServiceAccount");
+    let sa = own!(objects, ServiceAccount, "ServiceAccount");
     let sa_name = sa.metadata.name.clone().unwrap();
 
     // RBAC: exactly the rules needed, no secrets cluster-wide, bound to the service account.
-    let cr = one!(objects, ClusterRole, "ClusterRole");
+    let cr = own!(objects, ClusterRole, "ClusterRole");
     assert!(cr.aggregation_rule.is_none());
     let cluster_rules = flatten_rules(cr.rules.as_deref().unwrap_or_default(), "ClusterRole");
     assert!(
@@ -254,7 +282,7 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
         expected_cluster_rules(),
         "{what}: ClusterRole rules"
     );
-    let role = one!(objects, Role, "Role");
+    let role = own!(objects, Role, "Role");
     let ns_rules = flatten_rules(role.rules.as_deref().unwrap_or_default(), "Role");
     assert_eq!(
         ns_rules,
@@ -269,7 +297,7 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
             && s[0].name == sa_name
             && s[0].namespace.as_deref() == Some(ns)
     };
-    let crb = one!(objects, ClusterRoleBinding, "ClusterRoleBinding");
+    let crb = own!(objects, ClusterRoleBinding, "ClusterRoleBinding");
     assert_eq!(crb.role_ref.kind, "ClusterRole");
     assert_eq!(crb.role_ref.api_group, "rbac.authorization.k8s.io");
     assert_eq!(Some(&crb.role_ref.name), cr.metadata.name.as_ref());
@@ -277,7 +305,7 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
         subjects_ok(&crb.subjects),
         "{what}: ClusterRoleBinding subjects"
     );
-    let rb = one!(objects, RoleBinding, "RoleBinding");
+    let rb = own!(objects, RoleBinding, "RoleBinding");
     assert_eq!(rb.role_ref.kind, "Role");
     assert_eq!(Some(&rb.role_ref.name), role.metadata.name.as_ref());
     assert!(subjects_ok(&rb.subjects), "{what}: RoleBinding subjects");
@@ -320,9 +348,16 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
     assert!(!selector.is_empty() && selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
     let pod = template.spec.as_ref().unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some(sa_name.as_str()));
-    assert_eq!(pod.containers.len(), 1);
     assert!(pod.init_containers.is_none() && pod.host_network.is_none() && pod.host_pid.is_none());
-    let c = &pod.containers[0];
+    // storch, and with CSI its sidecars (checked by `csi_checks::check_csi`).
+    let c = storch_container(pod, what);
+    for other in pod.containers.iter().filter(|o| o.name != "storch") {
+        assert!(
+            CSI_SIDECARS.contains(&other.name.as_str()),
+            "{what}: container {} is neither storch nor a CSI sidecar",
+            other.name
+        );
+    }
 
     // Probes on /livez and /readyz over HTTPS, on the API port; replicated, a caught-up
     // standby is Ready (`?standby=ok`), or a rolling update would wait for it forever.
@@ -599,6 +634,22 @@ pub(super) fn check_install<'a>(objects: &'a [Object], ns: &str, what: &str) -> 
     Install { template, args }
 }
 
+/// The CSI sidecars that run next to storch in its pod.
+pub(super) const CSI_SIDECARS: [&str; 4] = [
+    "csi-provisioner",
+    "csi-attacher",
+    "csi-resizer",
+    "csi-snapshotter",
+];
+
+/// The container named `storch` of a pod.
+pub(super) fn storch_container<'a>(pod: &'a core::PodSpec, what: &str) -> &'a core::Container {
+    pod.containers
+        .iter()
+        .find(|c| c.name == "storch")
+        .unwrap_or_else(|| panic!("{what}: no container named storch"))
+}
+
 /// The clients' Service: the one that is not headless.
 pub(super) fn service_of(objects: &[Object]) -> &core::ServiceSpec {
     one(
@@ -620,6 +671,12 @@ pub(super) fn secret_volumes(pod: &core::PodSpec) -> BTreeSet<&str> {
         .flatten()
         .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
         .collect()
+}
+
+/// A claim's requested storage (`resources.requests.storage`).
+pub(super) fn requested_storage(spec: &core::PersistentVolumeClaimSpec) -> &str {
+    let requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
+    &requests.expect("resources.requests")["storage"].0
 }
 
 pub(super) fn pvc_of(objects: &[Object]) -> &core::PersistentVolumeClaimSpec {

@@ -232,6 +232,21 @@ fn dockerfile_builds_the_binary_and_runs_it_unprivileged() {
     );
     assert!(text.contains("cargo build --release --locked --bin storch"));
     assert!(text.contains("ca-certificates"));
+    // The node plugin (`storch csi node`, same image) formats, grows and mounts volumes and logs
+    // in to iSCSI targets and NFS exports with these.
+    for tool in [
+        "e2fsprogs",
+        "xfsprogs",
+        "open-iscsi",
+        "nfs-common",
+        "util-linux",
+        "mount",
+    ] {
+        assert!(
+            text.split_whitespace().any(|w| w == tool),
+            "the image lacks {tool}"
+        );
+    }
     assert!(lines.contains(&"USER 65532:65532"));
     assert!(lines.contains(&r#"ENTRYPOINT ["/usr/local/bin/storch"]"#));
     assert!(lines.contains(&r#"CMD ["serve", "--in-cluster"]"#));
@@ -249,7 +264,15 @@ fn dockerfile_builds_the_binary_and_runs_it_unprivileged() {
             );
         }
     }
-    for needed in ["Cargo.toml", "Cargo.lock", "src", "benches"] {
+    // build.rs compiles proto/csi.proto (the CSI messages).
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "build.rs",
+        "proto",
+        "src",
+        "benches",
+    ] {
         assert!(
             lines
                 .iter()
@@ -294,6 +317,8 @@ fn readme_documents_every_value() {
         "/readyz?standby=ok",
         "helm install",
         "kubectl apply -f deploy/",
+        "kubectl apply -f deploy/csi/",
+        "csi.enabled=true",
     ] {
         assert!(
             readme.contains(needle),

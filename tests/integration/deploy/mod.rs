@@ -1,15 +1,19 @@
-//! The deployment files: every YAML document in `deploy/*.yaml` and `examples/kubernetes/*.yaml`
-//! parses into its k8s-openapi type (strictly: a field the type does not know fails), and the
-//! Helm chart in `deploy/helm/storch`, rendered by the small Go-template renderer (`gotmpl`), gives
-//! the same install. The checks are the ones that matter for running storch: probes, a
-//! non-root read-only container, resources, the data dir on a PVC, least-privilege RBAC and
-//! container flags that `storch serve --help` knows.
+//! The deployment files: every YAML document in `deploy/*.yaml`, `deploy/csi/*.yaml`,
+//! `examples/kubernetes/*.yaml` and `examples/csi/*.yaml` parses into its k8s-openapi type
+//! (strictly: a field the type does not know fails), and the Helm chart in
+//! `deploy/helm/storch`, linted and rendered by the real helm for every values set, gives the
+//! same install. The checks are the ones that matter for running storch: probes, a non-root
+//! read-only container, resources, the data dir on a PVC, least-privilege RBAC, container
+//! flags that `storch serve --help` knows, and for CSI the sidecars on storch's socket and a
+//! node plugin the kubelet can use.
 
 // First: the `one!` macro it defines is used by the modules after it.
 #[macro_use]
 mod install;
 
-mod gotmpl;
+mod csi;
+mod csi_checks;
+mod examples_csi;
 mod helm;
 mod manifests;
 
@@ -26,6 +30,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use csi_checks::*;
 use helm::*;
 use install::*;
 use manifests::plain_objects;
@@ -135,6 +140,8 @@ enum Object {
     PersistentVolumeClaim(core::PersistentVolumeClaim),
     Deployment(apps::Deployment),
     StatefulSet(apps::StatefulSet),
+    DaemonSet(apps::DaemonSet),
+    CSIDriver(storage::CSIDriver),
     ClusterRole(rbac::ClusterRole),
     ClusterRoleBinding(rbac::ClusterRoleBinding),
     Role(rbac::Role),
@@ -157,6 +164,8 @@ fn object(doc: &Value, what: &str) -> Object {
         ("v1", "PersistentVolumeClaim") => Object::PersistentVolumeClaim(typed(doc, what)),
         ("apps/v1", "Deployment") => Object::Deployment(typed(doc, what)),
         ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(doc, what)),
+        ("apps/v1", "DaemonSet") => Object::DaemonSet(typed(doc, what)),
+        ("storage.k8s.io/v1", "CSIDriver") => Object::CSIDriver(typed(doc, what)),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => Object::ClusterRole(typed(doc, what)),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
             Object::ClusterRoleBinding(typed(doc, what))
@@ -213,8 +222,8 @@ fn serve_help() -> &'static (BTreeSet<String>, BTreeSet<String>) {
     })
 }
 
-/// Runs the real binary with a container's args (its file paths moved into a temp dir with a
-/// real certificate, key and token, and `--port=0`) outside a cluster: clap and the settings
+/// Runs the real binary with a container's args (its file paths and CSI socket moved into a
+/// temp dir with a real certificate, key and token, and `--port=0`) outside a cluster: clap and the settings
 /// checks must accept the combination (exit code 2 and a usage message are what a bad
 /// combination gives). Whatever happens after that (no in-cluster config here) is not this
 /// test's business; a server still running after a few seconds is stopped.
@@ -258,6 +267,9 @@ fn check_binary_accepts(args: &[String], what: &str) {
                 format!("--etcd-endpoints={}", etcd.as_ref().unwrap().endpoint)
             }
             Some("--port") => "--port=0".to_string(),
+            Some("--csi-endpoint") => {
+                format!("--csi-endpoint=unix://{}/csi.sock", dir.path().display())
+            }
             _ => a.clone(),
         })
         .collect();

@@ -2,7 +2,7 @@
 //! documents ([`fake_backend`]), waiting for background work ([`eventually`]), the REST server
 //! in-process ([`http`]) and as a child process ([`server`]), the fake Kubernetes API
 //! ([`fake_kube`]) and a storch with its Kubernetes frontend on it ([`kube_env`]), a real etcd
-//! ([`etcd`]), the array simulators ([`ontap`], [`solidfire`], [`eseries`], [`nexentastor`]),
+//! ([`etcd`]), the real helm for the chart tests ([`helm`]), the array simulators ([`ontap`], [`solidfire`], [`eseries`], [`nexentastor`]),
 //! the `storch-sim` binary as a child process ([`sim_process`]), the crash tests' load
 //! ([`load`]) and their SIGKILL loop ([`crash`]), and the two rules of a shared test process ([`heavy`],
 //! [`in_own_process`]).
@@ -11,6 +11,7 @@ pub mod crash;
 pub mod eseries;
 pub mod etcd;
 pub mod fake_kube;
+pub mod helm;
 pub mod http;
 pub mod kube_env;
 pub mod load;

@@ -87,6 +87,10 @@ spec:
         - "--etcd-lease-ttl={{ required "etcd.leaseTTL is required (e.g. 10s)" .Values.etcd.leaseTTL }}"
         - --secrets-key-file=/etc/storch/secrets-key/secret.key
         {{- end }}
+        {{- if .Values.csi.enabled }}
+        - --csi-endpoint=unix:///csi/csi.sock
+        - "--csi-driver-name={{ .Values.csi.driverName }}"
+        {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
         {{- end }}
@@ -153,6 +157,11 @@ spec:
         {{- end }}
         - name: tmp
           mountPath: /tmp
+        {{- if .Values.csi.enabled }}
+        - name: csi-socket
+          mountPath: /csi
+    {{- include "storch.csiSidecars" . | nindent 4 }}
+        {{- end }}
   volumes:
     {{- if not .Values.etcd.endpoints }}
     - name: data
@@ -179,4 +188,260 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- if .Values.csi.enabled }}
+    - name: csi-socket     # storch's CSI socket, shared with the sidecars
+      emptyDir:
+        sizeLimit: 1Mi
+    {{- end }}
+{{- end }}
+
+{{/* The CSI sidecars next to storch (csi.enabled), each on storch's socket. Replicated
+(etcd.endpoints), every instance runs them and they elect a leader on a Lease; those of a
+standby wait for its Probe to answer ready, that is, until it leads. */}}
+{{- define "storch.csiSidecars" -}}
+{{- $replicated := .Values.etcd.endpoints -}}
+- name: csi-provisioner
+  image: {{ .Values.csi.images.provisioner | quote }}
+  imagePullPolicy: IfNotPresent
+  args:
+    - --csi-address=/csi/csi.sock
+    - --timeout=60s
+    - --extra-create-metadata
+    - --feature-gates=Topology=true
+    {{- if .Values.csi.storageCapacity }}
+    - --enable-capacity
+    - --capacity-ownerref-level={{ if $replicated }}1{{ else }}2{{ end }}
+    {{- end }}
+    {{- if $replicated }}
+    - --leader-election
+    - --leader-election-namespace=$(NAMESPACE)
+    {{- end }}
+  env:
+    - name: NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+  {{- include "storch.csiSidecarCommon" . | nindent 2 }}
+{{- range $name, $image := dict "csi-attacher" .Values.csi.images.attacher "csi-snapshotter" .Values.csi.images.snapshotter "csi-resizer" .Values.csi.images.resizer }}
+- name: {{ $name }}
+  image: {{ $image | quote }}
+  imagePullPolicy: IfNotPresent
+  args:
+    - --csi-address=/csi/csi.sock
+    - --timeout=60s
+    {{- if eq $name "csi-snapshotter" }}
+    - --extra-create-metadata
+    {{- end }}
+    {{- if eq $name "csi-resizer" }}
+    - --handle-volume-inuse-error=false
+    {{- end }}
+    {{- if $replicated }}
+    - --leader-election
+    - --leader-election-namespace=$(NAMESPACE)
+  env:
+    - name: NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+    {{- end }}
+  {{- include "storch.csiSidecarCommon" $ | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "storch.csiSidecarCommon" -}}
+resources:
+  requests:
+    cpu: 10m
+    memory: 32Mi
+  limits:
+    memory: 256Mi
+securityContext:
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  capabilities:
+    drop: ["ALL"]
+volumeMounts:
+  - name: csi-socket
+    mountPath: /csi
+{{- end }}
+
+{{/* The node plugin's namespace. */}}
+{{- define "storch.csiNodeNamespace" -}}
+{{ .Values.csi.node.namespace | default .Release.Namespace }}
+{{- end }}
+
+{{/* The node plugin's DaemonSet; with a zone, for that zone's nodes only, which it reports
+as their topology (--zone). Called with (dict "root" $ "zone" ZONE). */}}
+{{- define "storch.csiNodeDaemonSet" -}}
+{{- $ := .root }}
+{{- $zone := .zone }}
+{{- $socketDir := printf "%s/plugins/%s" $.Values.csi.kubeletDir $.Values.csi.driverName }}
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ include "storch.fullname" $ }}-csi-node{{ with $zone }}-{{ . }}{{ end }}
+  namespace: {{ include "storch.csiNodeNamespace" $ }}
+  labels:
+    {{- include "storch.labels" $ | nindent 4 }}
+    app.kubernetes.io/component: csi-node
+spec:
+  selector:
+    matchLabels:
+      {{- include "storch.selectorLabels" $ | nindent 6 }}
+      app.kubernetes.io/component: csi-node
+      {{- with $zone }}
+      topology.kubernetes.io/zone: {{ . | quote }}
+      {{- end }}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 1
+  template:
+    metadata:
+      labels:
+        {{- include "storch.selectorLabels" $ | nindent 8 }}
+        app.kubernetes.io/component: csi-node
+        {{- with $zone }}
+        topology.kubernetes.io/zone: {{ . | quote }}
+        {{- end }}
+    spec:
+      serviceAccountName: {{ include "storch.fullname" $ }}-csi-node
+      automountServiceAccountToken: false
+      hostNetwork: true
+      dnsPolicy: ClusterFirstWithHostNet
+      priorityClassName: system-node-critical
+      {{- with $zone }}
+      nodeSelector:
+        topology.kubernetes.io/zone: {{ . | quote }}
+      {{- end }}
+      tolerations:
+        - operator: Exists
+      containers:
+        - name: storch
+          image: "{{ $.Values.image.repository }}:{{ $.Values.image.tag | default $.Chart.AppVersion }}"
+          imagePullPolicy: {{ $.Values.image.pullPolicy }}
+          args:
+            - csi
+            - node
+            - --endpoint=unix:///csi/csi.sock
+            - --node-id=$(NODE_NAME)
+            - "--driver-name={{ $.Values.csi.driverName }}"
+            {{- with $zone }}
+            - "--zone={{ . }}"
+            {{- end }}
+            {{- if $.Values.csi.node.maxVolumes }}
+            - "--max-volumes={{ int $.Values.csi.node.maxVolumes }}"
+            {{- end }}
+          env:
+            - name: NODE_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: spec.nodeName
+          ports:
+            - name: healthz
+              containerPort: {{ int $.Values.csi.node.healthPort }}
+              protocol: TCP
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: healthz
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 5
+          resources:
+            requests:
+              cpu: 10m
+              memory: 64Mi
+            limits:
+              memory: 256Mi
+          securityContext:
+            privileged: true
+            runAsUser: 0
+            runAsGroup: 0
+          volumeMounts:
+            - name: socket-dir
+              mountPath: /csi
+            - name: kubelet-dir
+              mountPath: {{ $.Values.csi.kubeletDir }}
+              mountPropagation: Bidirectional
+            - name: dev
+              mountPath: /dev
+              mountPropagation: HostToContainer
+            - name: sys
+              mountPath: /sys
+              mountPropagation: HostToContainer
+            - name: iscsi-config
+              mountPath: /etc/iscsi
+        - name: node-driver-registrar
+          image: {{ $.Values.csi.images.nodeDriverRegistrar | quote }}
+          imagePullPolicy: IfNotPresent
+          args:
+            - --csi-address=/csi/csi.sock
+            - "--kubelet-registration-path={{ $socketDir }}/csi.sock"
+          resources:
+            requests:
+              cpu: 10m
+              memory: 16Mi
+            limits:
+              memory: 64Mi
+          securityContext:
+            readOnlyRootFilesystem: true
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: socket-dir
+              mountPath: /csi
+            - name: registration-dir
+              mountPath: /registration
+        - name: liveness-probe
+          image: {{ $.Values.csi.images.livenessprobe | quote }}
+          imagePullPolicy: IfNotPresent
+          args:
+            - --csi-address=/csi/csi.sock
+            - "--http-endpoint=:{{ int $.Values.csi.node.healthPort }}"
+            - --probe-timeout=3s
+          resources:
+            requests:
+              cpu: 10m
+              memory: 16Mi
+            limits:
+              memory: 64Mi
+          securityContext:
+            readOnlyRootFilesystem: true
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: socket-dir
+              mountPath: /csi
+      volumes:
+        - name: socket-dir
+          hostPath:
+            path: {{ $socketDir }}
+            type: DirectoryOrCreate
+        - name: registration-dir
+          hostPath:
+            path: {{ $.Values.csi.kubeletDir }}/plugins_registry
+            type: Directory
+        - name: kubelet-dir
+          hostPath:
+            path: {{ $.Values.csi.kubeletDir }}
+            type: Directory
+        - name: dev
+          hostPath:
+            path: /dev
+            type: Directory
+        - name: sys
+          hostPath:
+            path: /sys
+            type: Directory
+        - name: iscsi-config
+          hostPath:
+            path: /etc/iscsi
+            type: DirectoryOrCreate
 {{- end }}
