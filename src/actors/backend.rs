@@ -160,23 +160,13 @@ async fn decide_update(
         )));
     }
     let new_name = prepared.name.clone();
-    let mut events = Vec::new();
     if new_name != name {
-        if shared
-            .projection
-            .read(|s| s.backends.contains_key(&new_name))
-        {
-            return Err(CoreError::AlreadyExists(format!(
-                "backend {new_name} already exists"
-            )));
-        }
-        events.push(Event::backend(
-            name,
-            BackendEvent::Renamed {
-                to: new_name.clone(),
-            },
-        ));
+        return Err(CoreError::Invalid(format!(
+            "backendName {new_name} differs from the backend {name} being updated: an update \
+             does not rename a backend"
+        )));
     }
+    let mut events = Vec::new();
     events.push(Event::backend(
         &new_name,
         BackendEvent::Updated {
@@ -194,18 +184,29 @@ async fn decide_update(
             },
         ));
     }
+    let mut unreached = Vec::new();
     for vol in &old.volumes {
         let Some(rec) = shared.projection.read(|s| s.volumes.get(vol).cloned()) else {
             continue;
         };
         let found = prepared.driver.get(&rec.config().internal_name).await;
         let orphaned = matches!(found, Ok(None));
-        if orphaned != rec.orphaned {
+        if orphaned && !rec.orphaned {
+            unreached.push(vol.to_string());
+        } else if orphaned != rec.orphaned {
             events.push(Event::volume(
                 vol,
                 VolumeEvent::OrphanedChanged { orphaned },
             ));
         }
+    }
+    if !unreached.is_empty() {
+        return Err(CoreError::Failed(format!(
+            "the new config of backend {name} does not reach {} of its volumes ({}): an \
+             update must not orphan them; nothing changed",
+            unreached.len(),
+            unreached.join(", ")
+        )));
     }
     Ok(events)
 }
@@ -213,8 +214,15 @@ async fn decide_update(
 async fn update(
     shared: Arc<Shared>,
     name: String,
-    msg: UpdateBackend,
+    mut msg: UpdateBackend,
 ) -> Result<String, CoreError> {
+    // The same config again (e.g. re-adding a backend taken offline) keeps the running
+    // driver: a new one may not know what the running one does (a fake without statePath).
+    if same_config(&shared, &name, &msg.prepared)
+        && let Some(running) = shared.backend(&name).and_then(|s| s.status.driver())
+    {
+        msg.prepared.driver = running;
+    }
     let events = decide_update(&shared, &name, &msg.prepared).await?;
     shared.append(&msg.ctx.request_id, events).await?;
     let new_name = msg.prepared.name.clone();
@@ -223,6 +231,22 @@ async fn update(
     super::class::rematch_all(&shared).await;
     tracing::info!(backend = %new_name, "backend updated");
     Ok(new_name)
+}
+
+/// Whether `prepared` holds the config backend `name` was recorded with (secrets included).
+fn same_config(shared: &Shared, name: &str, prepared: &PreparedBackend) -> bool {
+    let Some(rec) = shared.projection.read(|s| s.backends.get(name).cloned()) else {
+        return false;
+    };
+    let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).ok();
+    let unseal = |s: &Option<crate::model::Sealed>| match s {
+        Some(sealed) => shared.secrets.unseal(sealed).ok(),
+        None => Some(Default::default()),
+    };
+    parse(&rec.config).is_some()
+        && parse(&rec.config) == parse(&prepared.redacted)
+        && unseal(&rec.secrets).is_some()
+        && unseal(&rec.secrets) == unseal(&prepared.sealed)
 }
 
 /// Purges a backend without volumes (nor creates that may land there), or takes one with

@@ -265,32 +265,4 @@ impl Core {
         }
         Ok(marks)
     }
-
-    /// Whether backend `name` already has exactly this config (secrets included).
-    fn backend_unchanged(&self, name: &str, doc: &serde_json::Value) -> bool {
-        let Some(rec) = self
-            .shared
-            .projection
-            .read(|s| s.backends.get(name).cloned())
-        else {
-            return false;
-        };
-        if !rec.online {
-            return false;
-        }
-        let mut redacted = doc.clone();
-        let secrets = crate::secrets::split(&mut redacted);
-        let recorded: Option<serde_json::Value> = serde_json::from_str(&rec.config).ok();
-        if recorded.as_ref() != Some(&redacted) {
-            return false;
-        }
-        let recorded_secrets = match &rec.secrets {
-            Some(sealed) => match self.shared.secrets.unseal(sealed) {
-                Ok(s) => s,
-                Err(_) => return false,
-            },
-            None => BTreeMap::new(),
-        };
-        recorded_secrets == secrets
-    }
 }

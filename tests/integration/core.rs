@@ -302,20 +302,32 @@ async fn update_replaces_config_and_rename_moves_volumes() {
     be["pools"]["p2"] = json!({"attributes": hdd(), "sizeBytes": 1u64 << 30});
     assert_eq!(core.add_backend(&ctx(), be.clone()).await.unwrap(), "old");
     assert_eq!(core.get_backend("old").unwrap().pools.len(), 2);
-    // rename through update
-    be["backendName"] = json!("new");
+    // an identical re-post records nothing
+    let head = core.events(Default::default()).await.unwrap().len();
+    assert_eq!(core.add_backend(&ctx(), be.clone()).await.unwrap(), "old");
     assert_eq!(
         core.update_backend(&ctx(), "old", be.clone())
             .await
             .unwrap(),
-        "new"
+        "old"
+    );
+    assert_eq!(core.events(Default::default()).await.unwrap().len(), head);
+    // an update never renames: a body naming another backend is refused
+    be["backendName"] = json!("new");
+    let err = core
+        .update_backend(&ctx(), "old", be.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CoreError::Invalid(m) if m.contains("does not rename")),
+        "{err:?}"
     );
     assert!(matches!(
-        core.get_backend("old"),
+        core.get_backend("new"),
         Err(CoreError::NotFound(_))
     ));
-    assert_eq!(core.get_backend("new").unwrap().volumes, vec!["v"]);
-    assert_eq!(core.get_volume("v").unwrap().backend, "new");
+    assert_eq!(core.get_backend("old").unwrap().volumes, vec!["v"]);
+    assert_eq!(core.events(Default::default()).await.unwrap().len(), head);
     assert!(
         !core.get_volume("v").unwrap().orphaned,
         "the array still has it"

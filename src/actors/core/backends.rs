@@ -18,6 +18,12 @@ impl Core {
         let started = std::time::Instant::now();
         let result = async {
             self.shared.ensure_ready()?;
+            // An identical re-post records nothing and keeps the running driver.
+            if let Some(name) = doc.get("backendName").and_then(serde_json::Value::as_str)
+                && self.backend_unchanged(name, &doc)
+            {
+                return Ok(name.to_string());
+            }
             let prepared = backend::prepare(&self.shared, doc).await?;
             let _admin = self.shared.admin.lock().await;
             self.add_locked(ctx, prepared).await
@@ -27,18 +33,30 @@ impl Core {
         result
     }
 
-    /// Updates backend `name`; returns the (possibly new) name.
+    /// Updates backend `name` (an update never renames: a body naming another backend is
+    /// refused; one naming none keeps `name`); returns the name. An identical config records
+    /// nothing and keeps the running driver.
     pub async fn update_backend(
         &self,
         ctx: &RequestCtx,
         name: &str,
-        doc: serde_json::Value,
+        mut doc: serde_json::Value,
     ) -> Result<String, CoreError> {
         let started = std::time::Instant::now();
         let result = async {
             self.shared.ensure_ready()?;
             if !self.backend_exists(name) {
                 return Err(CoreError::NotFound(format!("backend {name} was not found")));
+            }
+            // A body naming no backend updates this one; one naming another is refused
+            // once the body itself is known to be valid (the backend's actor decides).
+            if let Some(obj) = doc.as_object_mut()
+                && obj.get("backendName").is_none_or(serde_json::Value::is_null)
+            {
+                obj.insert("backendName".into(), name.into());
+            }
+            if self.backend_unchanged(name, &doc) {
+                return Ok(name.to_string());
             }
             let prepared = backend::prepare(&self.shared, doc).await?;
             let _admin = self.shared.admin.lock().await;
@@ -60,6 +78,34 @@ impl Core {
         .await;
         observe("delete_backend", started, &result);
         result
+    }
+
+    /// Whether backend `name` already has exactly this config (secrets included).
+    pub(in crate::actors) fn backend_unchanged(&self, name: &str, doc: &serde_json::Value) -> bool {
+        let Some(rec) = self
+            .shared
+            .projection
+            .read(|s| s.backends.get(name).cloned())
+        else {
+            return false;
+        };
+        if !rec.online {
+            return false;
+        }
+        let mut redacted = doc.clone();
+        let secrets = crate::secrets::split(&mut redacted);
+        let recorded: Option<serde_json::Value> = serde_json::from_str(&rec.config).ok();
+        if recorded.as_ref() != Some(&redacted) {
+            return false;
+        }
+        let recorded_secrets = match &rec.secrets {
+            Some(sealed) => match self.shared.secrets.unseal(sealed) {
+                Ok(s) => s,
+                Err(_) => return false,
+            },
+            None => std::collections::BTreeMap::new(),
+        };
+        recorded_secrets == secrets
     }
 
     fn backend_exists(&self, name: &str) -> bool {

@@ -114,48 +114,32 @@ async fn backend_add_get_list_update_delete() {
     let r = api.get(&format!("{V1}/backend/nas")).await;
     assert_eq!(r.json["backend"]["storage"].as_object().unwrap().len(), 2);
 
-    // an update may rename
+    // an update never renames
     let r = api
         .post_json(&format!("{V1}/backend/nas"), &ssd_backend("nas2"))
         .await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert!(
+        r.json["error"].as_str().unwrap().contains("does not rename"),
+        "{}",
+        r.json
+    );
+    assert_eq!(api.list("backend", "backends").await, ["nas", "san"]);
+    // DELETE: 200 {}, then 404
+    let r = api.delete(&format!("{V1}/backend/nas")).await;
     assert_eq!(r.status, 200, "{}", r.json);
-    assert_eq!(r.json, json!({"backend": "nas2"}));
-    assert_eq!(api.list("backend", "backends").await, ["nas2", "san"]);
+    assert_eq!(r.json, json!({}));
+    assert_eq!(api.list("backend", "backends").await, ["san"]);
+    let r = api
+        .refused(Method::DELETE, &format!("{V1}/backend/nas"), None, 404)
+        .await;
+    assert_eq!(error_of(&r, None), "backend nas not found");
     let r = api
         .refused(Method::GET, &format!("{V1}/backend/nas"), None, 404)
         .await;
     assert_eq!(
         error_of(&r, Some(("backend", Value::Null))),
         "backend nas was not found"
-    );
-    // renaming onto an existing backend is a conflict
-    let r = api
-        .refused_post(
-            &format!("{V1}/backend/nas2"),
-            ssd_backend("san").to_string(),
-            409,
-        )
-        .await;
-    assert_eq!(
-        error_of(&r, Some(("backend", json!("")))),
-        "backend san already exists"
-    );
-
-    // DELETE: 200 {}, then 404
-    let r = api.delete(&format!("{V1}/backend/nas2")).await;
-    assert_eq!(r.status, 200, "{}", r.json);
-    assert_eq!(r.json, json!({}));
-    assert_eq!(api.list("backend", "backends").await, ["san"]);
-    let r = api
-        .refused(Method::DELETE, &format!("{V1}/backend/nas2"), None, 404)
-        .await;
-    assert_eq!(error_of(&r, None), "backend nas2 not found");
-    let r = api
-        .refused(Method::GET, &format!("{V1}/backend/nas2"), None, 404)
-        .await;
-    assert_eq!(
-        error_of(&r, Some(("backend", Value::Null))),
-        "backend nas2 was not found"
     );
     // the class lost the deleted backend's pools
     let r = api.get(&format!("{V1}/storageclass/gold")).await;
@@ -262,9 +246,11 @@ async fn deleting_a_backend_with_volumes_takes_it_offline() {
     api.shutdown().await;
 }
 
+/// Re-posting a backend: an identical body records nothing and keeps the running driver (so
+/// the volumes of a fake backend without `statePath` stay); an update whose driver cannot reach
+/// the backend's volumes (a new in-memory fake knows none) is refused and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn updating_a_fake_backend_orphans_its_volumes() {
-    // docs/trident-contract.md#the-fake-driver: the new fake instance knows no volumes.
+async fn an_update_never_orphans_the_backends_volumes() {
     let api = Api::start().await;
     api.ok(&format!("{V1}/backend"), &ssd_backend("nas"), 201)
         .await;
@@ -272,12 +258,44 @@ async fn updating_a_fake_backend_orphans_its_volumes() {
         .await;
     api.ok(&format!("{V1}/volume"), &volume("v", "1Gi", "any"), 201)
         .await;
-    let r = api
-        .post_json(&format!("{V1}/backend/nas"), &ssd_backend("nas"))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.json);
+    let events = api.get(&format!("{V1}/events")).await.json;
+    for path in ["backend", "backend/nas"] {
+        let r = api
+            .post_json(&format!("{V1}/{path}"), &ssd_backend("nas"))
+            .await;
+        assert!(r.status == 200 || r.status == 201, "{}", r.json);
+    }
+    assert_eq!(api.get(&format!("{V1}/events")).await.json, events);
     let r = api.get(&format!("{V1}/volume/v")).await;
-    assert_eq!(r.json["volume"]["orphaned"], true, "{}", r.json);
+    assert_eq!(r.json["volume"]["orphaned"], false, "{}", r.json);
+
+    let mut changed = ssd_backend("nas");
+    changed["pools"]["extra"] = changed["pools"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    let r = api.post_json(&format!("{V1}/backend/nas"), &changed).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    let msg = r.json["error"].as_str().unwrap();
+    assert!(msg.contains("does not reach 1 of its volumes (v)"), "{msg}");
+    assert_eq!(api.get(&format!("{V1}/events")).await.json, events);
+
+    let mut renamed = ssd_backend("other");
+    renamed["pools"] = changed["pools"].clone();
+    let r = api.post_json(&format!("{V1}/backend/nas"), &renamed).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert!(
+        r.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not rename"),
+        "{}",
+        r.json
+    );
+    assert_eq!(api.get(&format!("{V1}/events")).await.json, events);
     api.shutdown().await;
 }
 
