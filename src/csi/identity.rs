@@ -95,7 +95,8 @@ impl Identity for IdentityService {
         .await
     }
 
-    /// Ready once the core takes commands; `ready: false` while the log replays and on a
+    /// The node plugin (no core) is ready once it serves. The controller: ready once the core
+    /// takes commands; `ready: false` while the log replays and on a
     /// standby (it serves no commands); `FAILED_PRECONDITION` when start-up failed for good.
     /// A slow or offline backend never fails the probe.
     async fn probe(

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 
 use super::host::{
     Chap, FsStats, HostError, HostErrorKind, HostOps, HostResult, IscsiDevice, MountPoint,
-    PathKind, Probe, Session, by_path, dev_string, mount_at, origin_of,
+    PathKind, Probe, Session, by_path, dev_string, holder, mount_at, origin_of,
 };
 
 /// The root filesystem's device number in the model.
@@ -462,16 +462,10 @@ impl HostOps for FakeHost {
                 )
             }
             _ => {
-                let holder = m
-                    .mounts
-                    .iter()
-                    .rev()
-                    .filter(|x| source.starts_with(&x.target))
-                    .max_by_key(|x| x.target.components().count())
-                    .cloned()
-                    .ok_or_else(|| err("bind: no filesystem holds the source"))?;
-                let origin = origin_of(&m.mounts, source).unwrap_or_else(|| unreachable!());
-                (holder.fstype, origin.dev, origin.root, holder.source)
+                let no_fs = || err("bind: no filesystem holds the source");
+                let held = holder(&m.mounts, source).cloned().ok_or_else(no_fs)?;
+                let origin = origin_of(&m.mounts, source).ok_or_else(no_fs)?;
+                (held.fstype, origin.dev, origin.root, held.source)
             }
         };
         m.add_mount(target, src, &fstype, readonly, dev, root);
@@ -645,12 +639,7 @@ impl HostOps for FakeHost {
     async fn statvfs(&self, path: &Path) -> HostResult<FsStats> {
         let mut m = self.lock();
         m.record(format!("statvfs {}", path.display()))?;
-        let holder = m
-            .mounts
-            .iter()
-            .rev()
-            .filter(|x| path.starts_with(&x.target))
-            .max_by_key(|x| x.target.components().count())
+        let holder = holder(&m.mounts, path)
             .cloned()
             .ok_or_else(|| err("statvfs: no filesystem"))?;
         let Some(d) = m.devices.get(Path::new(&holder.source)) else {

@@ -66,17 +66,23 @@ pub fn dev_string(rdev: u64) -> String {
 /// What the host sees at `path`: the filesystem of the deepest mount holding it, and the path
 /// inside that filesystem. `None` when no mount holds it (never on a real host: `/` does).
 pub fn origin_of(mounts: &[MountPoint], path: &Path) -> Option<Origin> {
-    let holder = mounts
-        .iter()
-        .rev()
-        .filter(|m| path.starts_with(&m.target))
-        .max_by_key(|m| m.target.components().count())?;
+    let holder = holder(mounts, path)?;
     let rest = path.strip_prefix(&holder.target).ok()?;
     let root = Path::new(&holder.root).join(rest);
     Some(Origin {
         dev: holder.dev.clone(),
         root: root.to_string_lossy().into_owned(),
     })
+}
+
+/// The mount whose filesystem holds `path`: the deepest (and, among equals, the topmost)
+/// mount point above it.
+pub fn holder<'a>(mounts: &'a [MountPoint], path: &Path) -> Option<&'a MountPoint> {
+    mounts
+        .iter()
+        .rev()
+        .filter(|m| path.starts_with(&m.target))
+        .max_by_key(|m| m.target.components().count())
 }
 
 /// The topmost mount at exactly `path`.
