@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use tonic::Status;
 
-use super::host::{MountPoint, Origin, PathKind, mount_at, origin_of};
+use super::host::{MountPoint, Origin, mount_at, origin_of};
 use super::stage::check_supported;
 use super::volume::{Attach, NodeVolume, nfs_source};
 use super::{BLOCK_FILE, NodeService, absolute, capability, host_status, required};
@@ -125,13 +125,7 @@ impl NodeService {
                 Source::Bind(staging.to_path_buf(), m.origin())
             }
             Attach::Local { path } => {
-                let kind = self.host.path_kind(path).await.map_err(host_status)?;
-                if kind != Some(PathKind::Dir) {
-                    return Err(Status::not_found(format!(
-                        "the volume's directory {} is not on this node",
-                        path.display()
-                    )));
-                }
+                self.local_dir(path).await?;
                 let origin = origin_of(mounts, path).ok_or_else(|| {
                     Status::internal(format!("no filesystem holds {}", path.display()))
                 })?;

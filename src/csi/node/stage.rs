@@ -59,9 +59,15 @@ impl NodeService {
         let _claim = self.in_flight.claim(format!("volume:{id}"))?;
         let volume = NodeVolume::read(&req.volume_context, &req.publish_context, &req.secrets)?;
         check_supported(&volume, &cap)?;
-        let Attach::Iscsi(lun) = &volume.attach else {
-            // NFS exports and local directories are mounted or bound at publish.
-            return Ok(NodeStageVolumeResponse {});
+        let lun = match &volume.attach {
+            Attach::Iscsi(lun) => lun,
+            Attach::Local { path } => {
+                // Bound at publish; a directory that is not on this node is an unknown volume.
+                self.local_dir(path).await?;
+                return Ok(NodeStageVolumeResponse {});
+            }
+            // Mounted at publish.
+            Attach::Nfs { .. } => return Ok(NodeStageVolumeResponse {}),
         };
         let fs = match cap.wanted.block {
             true => None,
@@ -111,6 +117,17 @@ impl NodeService {
         }
         tracing::info!(volume = id, staging = %staging.display(), "volume staged");
         Ok(NodeStageVolumeResponse {})
+    }
+
+    /// `NOT_FOUND` unless a local volume's directory is on this node.
+    pub(super) async fn local_dir(&self, path: &Path) -> Result<(), Status> {
+        match self.host.path_kind(path).await.map_err(host_status)? {
+            Some(PathKind::Dir) => Ok(()),
+            _ => Err(Status::not_found(format!(
+                "the volume's directory {} is not on this node",
+                path.display()
+            ))),
+        }
     }
 
     /// Something is staged already: the same LUN with the same access is success, anything

@@ -378,7 +378,7 @@ async fn missing_fields_are_refused() {
 }
 
 /// ND-6, ND-7: stats and expand of a path where no volume is (relative, missing) are
-/// NOT_FOUND; expand of a directory with nothing mounted is NOT_FOUND; stats of such a
+/// NOT_FOUND, and so are stage and publish of a local volume whose directory is not here; expand of a directory with nothing mounted is NOT_FOUND; stats of such a
 /// directory, or of a volume whose device is gone, report an abnormal condition.
 #[tokio::test]
 async fn unknown_paths_and_volume_conditions() {
@@ -387,6 +387,18 @@ async fn unknown_paths_and_volume_conditions() {
         assert_eq!(code(n.stats(path).await), Code::NotFound);
         assert_eq!(code(n.expand(path, 0).await), Code::NotFound);
     }
+    let gone = params(&[
+        ("storch.io/attachment", "local"),
+        ("storch.io/localPath", "/srv/storch/volumes/gone"),
+    ]);
+    let e = n.stage(rwo(), gone.clone(), no_secrets()).await;
+    assert_eq!(
+        code(e),
+        Code::NotFound,
+        "a local directory not on this node"
+    );
+    let e = n.publish(POD1, rwo(), gone, false).await;
+    assert_eq!(code(e), Code::NotFound);
     n.host.add_dir(POD1);
     let stats = n.stats(POD1).await.unwrap();
     assert!(stats.volume_condition.unwrap().abnormal);
