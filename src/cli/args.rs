@@ -56,6 +56,9 @@ pub enum Command {
     /// Offline benchmarks of provisioning throughput and replay.
     #[command(subcommand)]
     Bench(super::commands::bench::BenchKind),
+    /// CSI plugin processes: `csi node` serves the Node service on a node.
+    #[command(subcommand)]
+    Csi(super::commands::csi::CsiKind),
 }
 
 #[derive(Debug, Clone, Args)]

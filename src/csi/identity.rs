@@ -16,13 +16,26 @@ use crate::actors::{Core, Readiness};
 /// What every service of this plugin shares.
 #[derive(Debug)]
 pub struct Plugin {
-    core: Core,
+    /// The core whose readiness Probe reports; `None` for the node plugin, which has no core
+    /// and is ready once it serves.
+    core: Option<Core>,
     driver_name: String,
 }
 
 impl Plugin {
     pub fn new(core: Core, driver_name: String) -> Plugin {
-        Plugin { core, driver_name }
+        Plugin {
+            core: Some(core),
+            driver_name,
+        }
+    }
+
+    /// The node plugin's (`storch csi node`): no core, always ready.
+    pub fn node(driver_name: String) -> Plugin {
+        Plugin {
+            core: None,
+            driver_name,
+        }
     }
 }
 
@@ -31,8 +44,9 @@ pub struct IdentityService {
     pub plugin: Arc<Plugin>,
 }
 
-/// The plugin capabilities: the Controller service and online expansion (the arrays grow a
-/// volume in place while it is in use). No VOLUME_ACCESSIBILITY_CONSTRAINTS: storch's backends
+/// The plugin capabilities, the same from the controller and the node plugin (spec §3.1): the
+/// Controller service and online expansion (the arrays grow a volume in place while it is in
+/// use). No VOLUME_ACCESSIBILITY_CONSTRAINTS: storch's backends
 /// carry no topology yet, so every volume is reachable from every node.
 pub fn plugin_capabilities() -> Vec<PluginCapability> {
     vec![
@@ -81,7 +95,8 @@ impl Identity for IdentityService {
         .await
     }
 
-    /// Ready once the core takes commands; `ready: false` while the log replays and on a
+    /// The node plugin (no core) is ready once it serves. The controller: ready once the core
+    /// takes commands; `ready: false` while the log replays and on a
     /// standby (it serves no commands); `FAILED_PRECONDITION` when start-up failed for good.
     /// A slow or offline backend never fails the probe.
     async fn probe(
@@ -89,7 +104,10 @@ impl Identity for IdentityService {
         _request: Request<ProbeRequest>,
     ) -> Result<Response<ProbeResponse>, Status> {
         observed("Probe", async {
-            let ready = match self.plugin.core.readiness() {
+            let Some(core) = &self.plugin.core else {
+                return Ok(ProbeResponse { ready: Some(true) });
+            };
+            let ready = match core.readiness() {
                 Readiness::Ready => true,
                 Readiness::Replaying | Readiness::Standby { .. } => false,
                 Readiness::Failed(why) => {

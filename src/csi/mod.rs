@@ -11,11 +11,14 @@
 //!   paging tokens); `status`: `CoreError` → gRPC status, the per-name in-flight guard and the
 //!   call metrics.
 //!
-//! The Node service (`storch csi node`) is to come; it will sit next to these as `node`.
+//! - `node`: the Node service of `storch csi node` (a DaemonSet process on every node, with no
+//!   core): staging, publishing, stats and expansion through one seam for host actions
+//!   (`node::host::HostOps`), served with Identity by the same `CsiServer`.
 
 pub mod controller;
 pub mod convert;
 pub mod identity;
+pub mod node;
 pub mod node_id;
 pub mod proto;
 mod snapshots;
@@ -48,21 +51,28 @@ impl CsiOptions {
     /// name must be a domain-style name of at most 63 characters with letters at both ends
     /// (what csi-sanity checks). Errors name the flag.
     pub fn parse(endpoint: &str, driver_name: &str) -> Result<CsiOptions, String> {
-        let path = endpoint.strip_prefix("unix://").ok_or_else(|| {
-            format!("--csi-endpoint {endpoint:?}: must be unix:///PATH/NAME.sock")
-        })?;
-        if !path.starts_with('/') || !path.ends_with(".sock") || path.len() <= ".sock".len() + 1 {
-            return Err(format!(
-                "--csi-endpoint {endpoint:?}: the socket must be an absolute path ending in .sock"
-            ));
-        }
+        let socket = socket_path("--csi-endpoint", endpoint)?;
         convert::check_driver_name(driver_name)
             .map_err(|e| format!("--csi-driver-name {driver_name:?}: {e}"))?;
         Ok(CsiOptions {
-            socket: PathBuf::from(path),
+            socket,
             driver_name: driver_name.to_string(),
         })
     }
+}
+
+/// The socket of a CSI endpoint: `unix://` followed by an absolute path ending in `.sock`.
+/// Errors name `flag`.
+pub fn socket_path(flag: &str, endpoint: &str) -> Result<PathBuf, String> {
+    let path = endpoint
+        .strip_prefix("unix://")
+        .ok_or_else(|| format!("{flag} {endpoint:?}: must be unix:///PATH/NAME.sock"))?;
+    if !path.starts_with('/') || !path.ends_with(".sock") || path.len() <= ".sock".len() + 1 {
+        return Err(format!(
+            "{flag} {endpoint:?}: the socket must be an absolute path ending in .sock"
+        ));
+    }
+    Ok(PathBuf::from(path))
 }
 
 /// The running CSI server; `shutdown` stops it and removes the socket.
@@ -85,16 +95,8 @@ pub enum CsiError {
 }
 
 impl CsiServer {
-    /// Binds the socket (a stale socket file left by a previous run is removed first) and
-    /// serves Identity and Controller on it until `shutdown`.
+    /// Serves Identity and Controller on the socket of `options` until `shutdown`.
     pub async fn start(core: Core, options: CsiOptions) -> Result<CsiServer, CsiError> {
-        let socket = options.socket.clone();
-        let bind_error = |source| CsiError::Bind {
-            path: socket.clone(),
-            source,
-        };
-        remove_stale(&socket).map_err(bind_error)?;
-        let listener = UnixListener::bind(&socket).map_err(bind_error)?;
         let plugin = Arc::new(identity::Plugin::new(core.clone(), options.driver_name));
         let identity = proto::identity_server::IdentityServer::new(identity::IdentityService {
             plugin: plugin.clone(),
@@ -102,16 +104,33 @@ impl CsiServer {
         let controller = proto::controller_server::ControllerServer::new(
             controller::ControllerService::new(core),
         );
+        let router = tonic::transport::Server::builder()
+            .add_service(identity)
+            .add_service(controller);
+        CsiServer::serve(options.socket, router, "Identity and Controller")
+    }
+
+    /// Binds `socket` (a stale socket file left by a previous run is removed first) and serves
+    /// the router's services on it until `shutdown`; `services` names them in the log.
+    pub fn serve(
+        socket: PathBuf,
+        router: tonic::transport::server::Router,
+        services: &str,
+    ) -> Result<CsiServer, CsiError> {
+        let bind_error = |source| CsiError::Bind {
+            path: socket.clone(),
+            source,
+        };
+        remove_stale(&socket).map_err(bind_error)?;
+        let listener = UnixListener::bind(&socket).map_err(bind_error)?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(identity)
-                .add_service(controller)
-                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
-                    let _ = stopped.await;
-                }),
-        );
-        tracing::info!(socket = %socket.display(), "CSI Identity and Controller listening");
+        let task = tokio::spawn(router.serve_with_incoming_shutdown(
+            UnixListenerStream::new(listener),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        tracing::info!(socket = %socket.display(), "CSI {services} listening");
         Ok(CsiServer { socket, stop, task })
     }
 

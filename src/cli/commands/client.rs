@@ -49,6 +49,7 @@ pub fn run(args: ClientArgs, command: Command) -> CliResult<()> {
         }
         Command::Replay(r) => audit::replay(&r, format),
         Command::Bench(kind) => super::bench::run(kind),
+        Command::Csi(kind) => super::csi::run(kind),
         Command::Events(EventsArgs {
             offline: Some(offline),
             ..
@@ -78,7 +79,11 @@ async fn run_rest(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Explain(kind) => explain::run(ctx, kind).await,
         Command::Events(args) => events::run(ctx, args).await,
         Command::Version(_) => version::run(ctx).await,
-        Command::Serve(_) | Command::Replay(_) | Command::Completion(_) | Command::Bench(_) => {
+        Command::Serve(_)
+        | Command::Replay(_)
+        | Command::Completion(_)
+        | Command::Bench(_)
+        | Command::Csi(_) => {
             unreachable!("run() handles these without a server")
         }
     }

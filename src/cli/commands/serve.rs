@@ -380,8 +380,8 @@ pub fn listening_line(local: SocketAddr, tls: bool) -> String {
     format!("storch listening on {scheme}://{local}")
 }
 
-/// SIGINT and SIGTERM (Ctrl-C elsewhere), registered once at start.
-struct Signals {
+/// SIGINT and SIGTERM (Ctrl-C elsewhere), registered once at start (also by `csi node`).
+pub(crate) struct Signals {
     #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -389,7 +389,7 @@ struct Signals {
 }
 
 impl Signals {
-    fn install() -> std::io::Result<Signals> {
+    pub(crate) fn install() -> std::io::Result<Signals> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -405,7 +405,7 @@ impl Signals {
     }
 
     /// Waits for the next signal and names it.
-    async fn recv(&mut self) -> &'static str {
+    pub(crate) async fn recv(&mut self) -> &'static str {
         #[cfg(unix)]
         {
             tokio::select! {
