@@ -28,7 +28,9 @@
 //! - resize: grow, shrink refused (`Invalid`), missing volume → `NotFound`, over capacity →
 //!   `Conflict`;
 //! - concurrent creates and destroys;
-//! - no error seen along the way is classified retryable.
+//! - no error seen along the way is classified retryable;
+//! - per-host access, for drivers that need it ([`check_publish`], run by the caller with an
+//!   [`AccessProbe`] that looks at the array).
 //!
 //! Where a feature is [`Support::Optional`], an `Unsupported` answer skips that part; where
 //! it is [`Support::Skip`] the part is not run.
@@ -37,9 +39,13 @@
 //! - `mod.rs`: the options, [`run`], the names and the assertion helpers.
 //! - `volumes.rs`: discovery, names, the volume lifecycle, bad requests, capacity, concurrency.
 //! - `copies.rs`: snapshots, clones and resize.
+//! - `publish.rs`: publish and unpublish to hosts.
 
 mod copies;
+mod publish;
 mod volumes;
+
+pub use self::publish::{AccessProbe, PublishOptions, check_publish};
 
 use self::copies::{check_clones, check_resize, check_snapshots};
 use self::volumes::{
