@@ -195,25 +195,36 @@ pub async fn publish(
     let _volume_turn = drv.names.lock(name).await;
     let _host_turn = drv.names.lock(&lock_key(iqn)).await;
     let v = find_or_not_found(drv, d, name).await?;
-    let h = host_for(drv, d, &host.node, iqn).await?;
-    let in_group = |m: &Mapping| m.map_ref == h.cluster_ref && h.cluster_ref != NULL_REF;
+    // A volume mapped elsewhere is refused before anything is made for the node.
+    let existing = find_host(drv, d, iqn).await?;
+    let reaches = |m: &Mapping, h: &Host| {
+        m.map_ref == h.reference() || (h.cluster_ref != NULL_REF && m.map_ref == h.cluster_ref)
+    };
+    if let Some(m) = v.list_of_mappings.first()
+        && m.map_ref != d.host_group_ref
+        && !existing.as_ref().is_some_and(|h| reaches(m, h))
+    {
+        return Err(DriverError::Conflict(format!(
+            "volume {name} is mapped to {} ({}); an E-Series volume has one mapping, so it \
+             cannot be published to node {} as well: put the nodes that share it in host \
+             group {}",
+            m.map_ref, m.kind, host.node, drv.cfg.access_group_name
+        )));
+    }
+    let h = match existing {
+        Some(h) => h,
+        None => host_for(drv, d, &host.node, iqn).await?,
+    };
     let mut context = PublishContext::new();
     match v.list_of_mappings.first() {
-        Some(m) if in_group(m) => {}
+        Some(m) if reaches(m, &h) && m.map_ref != h.reference() => {}
         Some(m) if m.map_ref == h.reference() => {
             context.insert(LUN_KEY.into(), m.lun.to_string());
         }
-        Some(m) if m.map_ref == d.host_group_ref => {
+        Some(m) => {
+            // The backend's group (checked above): moved to the node's host.
             let m = move_to_host(drv, d, &v, m, &h).await?;
             context.insert(LUN_KEY.into(), m.lun.to_string());
-        }
-        Some(m) => {
-            return Err(DriverError::Conflict(format!(
-                "volume {name} is mapped to {} ({}); an E-Series volume has one mapping, so it \
-                 cannot be published to node {} (host {}) as well: put the nodes that share \
-                 it in host group {}",
-                m.map_ref, m.kind, host.node, h.label, drv.cfg.access_group_name
-            )));
         }
         None => {
             let m = drv.map_to(d, &v, h.reference(), None).await?;
