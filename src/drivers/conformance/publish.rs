@@ -213,38 +213,10 @@ async fn check_clean(probe: &dyn AccessProbe, when: &str) {
 
 #[cfg(test)]
 mod tests {
-    //! The checks must catch broken drivers: the fake with grants kept in memory, one bug at a
-    //! time.
-
-    use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex};
-
-    use serde_json::json;
+    //! The checks must catch broken drivers: the suite's fake with grants, one bug at a time.
 
     use super::*;
-    use crate::drivers::fake::FakeDriver;
-    use crate::drivers::{
-        CloneRequest, CreateRequest, Discovery, DriverResult, SnapshotInfo, VolumeInfo,
-    };
-    use crate::model::AccessInfo;
-
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Bug {
-        None,
-        ContextChanges,
-        DestroyKeepsGrants,
-        UnpublishTwiceFails,
-    }
-
-    type Grants = Arc<Mutex<BTreeMap<(String, String), u32>>>;
-
-    #[derive(Debug)]
-    struct Granting {
-        inner: FakeDriver,
-        bug: Bug,
-        grants: Grants,
-        calls: std::sync::atomic::AtomicU32,
-    }
+    use crate::drivers::conformance::tests::{Bug, Grants, broken};
 
     struct Probe(Grants);
 
@@ -256,104 +228,8 @@ mod tests {
         }
     }
 
-    fn granting(bug: Bug) -> Granting {
-        let inner = FakeDriver::new(&json!({
-            "version": 1, "storageDriverName": "fake", "instanceName": "granting",
-            "pools": {"p": {"attributes": {}, "sizeBytes": 100u64 << 30}},
-        }))
-        .unwrap();
-        Granting {
-            inner,
-            bug,
-            grants: Default::default(),
-            calls: Default::default(),
-        }
-    }
-
-    #[async_trait]
-    impl StorageDriver for Granting {
-        fn driver_name(&self) -> &'static str {
-            "granting"
-        }
-        fn external_config(&self) -> serde_json::Value {
-            self.inner.external_config()
-        }
-        fn internal_name(&self, volume_name: &str) -> String {
-            self.inner.internal_name(volume_name)
-        }
-        async fn discover(&self) -> DriverResult<Discovery> {
-            self.inner.discover().await
-        }
-        async fn create(&self, req: &CreateRequest) -> DriverResult<VolumeInfo> {
-            self.inner.create(req).await
-        }
-        async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo> {
-            self.inner.clone_volume(req).await
-        }
-        async fn get(&self, name: &str) -> DriverResult<Option<VolumeInfo>> {
-            self.inner.get(name).await
-        }
-        async fn destroy(&self, name: &str) -> DriverResult<()> {
-            if self.bug != Bug::DestroyKeepsGrants {
-                self.grants.lock().unwrap().retain(|(v, _), _| v != name);
-            }
-            self.inner.destroy(name).await
-        }
-        async fn resize(&self, name: &str, size: u64) -> DriverResult<()> {
-            self.inner.resize(name, size).await
-        }
-        async fn create_snapshot(&self, v: &str, s: &str) -> DriverResult<SnapshotInfo> {
-            self.inner.create_snapshot(v, s).await
-        }
-        async fn list_snapshots(&self, v: &str) -> DriverResult<Vec<SnapshotInfo>> {
-            self.inner.list_snapshots(v).await
-        }
-        async fn delete_snapshot(&self, v: &str, s: &str) -> DriverResult<()> {
-            self.inner.delete_snapshot(v, s).await
-        }
-        async fn list_volumes(&self) -> DriverResult<Vec<VolumeInfo>> {
-            self.inner.list_volumes().await
-        }
-        async fn access_info(&self, name: &str) -> DriverResult<AccessInfo> {
-            self.inner.access_info(name).await
-        }
-        fn needs_publish(&self) -> bool {
-            true
-        }
-        async fn publish(&self, name: &str, host: &HostAccess) -> DriverResult<PublishContext> {
-            if self.inner.get(name).await?.is_none() {
-                return Err(DriverError::NotFound(format!("volume {name} not found")));
-            }
-            if host.iscsi_initiator.is_none() {
-                return Err(DriverError::Invalid("node_id has no initiator".into()));
-            }
-            let n = self
-                .calls
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let mut g = self.grants.lock().unwrap();
-            let lun = *g.entry((name.into(), host.node.clone())).or_insert(n);
-            let lun = if self.bug == Bug::ContextChanges {
-                n
-            } else {
-                lun
-            };
-            Ok(PublishContext::from([("lun".into(), lun.to_string())]))
-        }
-        async fn unpublish(&self, name: &str, host: &HostAccess) -> DriverResult<()> {
-            let removed = self
-                .grants
-                .lock()
-                .unwrap()
-                .remove(&(name.into(), host.node.clone()));
-            if removed.is_none() && self.bug == Bug::UnpublishTwiceFails {
-                return Err(DriverError::NotFound("not published".into()));
-            }
-            Ok(())
-        }
-    }
-
     async fn run(bug: Bug) {
-        let d = granting(bug);
+        let d = broken(bug);
         let opts = ConformanceOptions {
             size_bytes: 64 << 20,
             ..Default::default()
@@ -372,7 +248,7 @@ mod tests {
     #[tokio::test]
     #[should_panic(expected = "must return the same context")]
     async fn catches_a_changing_context() {
-        run(Bug::ContextChanges).await;
+        run(Bug::PublishContextChanges).await;
     }
 
     #[tokio::test]
