@@ -45,7 +45,7 @@ mod copies;
 mod publish;
 mod volumes;
 
-pub use self::publish::{AccessProbe, PublishOptions, check_publish};
+pub use self::publish::{AccessProbe, PublishOptions, check_publish, iscsi_host};
 
 use self::copies::{check_clones, check_resize, check_snapshots};
 use self::volumes::{

@@ -35,12 +35,22 @@ pub struct PublishOptions {
     pub concurrency: usize,
 }
 
+/// A host attaching over iSCSI with initiator `iqn`.
+pub fn iscsi_host(node: &str, iqn: &str) -> HostAccess {
+    HostAccess {
+        node: node.to_string(),
+        iscsi_initiator: Some(iqn.to_string()),
+    }
+}
+
 impl PublishOptions {
     /// Two hosts `<prefix>-node-1` and `-2` with made-up initiators.
     pub fn new(prefix: &str, shared: Support) -> PublishOptions {
-        let host = |i: u32| HostAccess {
-            node: format!("{prefix}-node-{i}"),
-            iscsi_initiator: Some(format!("iqn.1993-08.org.debian:01:{prefix}-{i}")),
+        let host = |i: u32| {
+            iscsi_host(
+                &format!("{prefix}-node-{i}"),
+                &format!("iqn.1993-08.org.debian:01:{prefix}-{i}"),
+            )
         };
         PublishOptions {
             hosts: [host(1), host(2)],

@@ -6,12 +6,12 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use storch::drivers::StorageDriver;
 use storch::drivers::conformance::{
-    self, AccessProbe, ConformanceOptions, PublishOptions, Support,
+    self, AccessProbe, ConformanceOptions, PublishOptions, Support, iscsi_host,
 };
 use storch::drivers::eseries::publish::{LUN_KEY, host_label};
 use storch::drivers::testing::req;
-use storch::drivers::{HostAccess, StorageDriver};
 
 use super::drivers::driver;
 use crate::support::eseries::EseriesSim;
@@ -67,13 +67,6 @@ impl AccessProbe for Probe<'_> {
     }
 }
 
-fn host(node: &str, iqn: &str) -> HostAccess {
-    HostAccess {
-        node: node.into(),
-        iscsi_initiator: Some(iqn.into()),
-    }
-}
-
 /// The volume's one mapping: (type, LUN).
 async fn mapping_of(sim: &EseriesSim, label: &str) -> (String, i64) {
     let vols = get(sim, "/volumes").await;
@@ -121,7 +114,7 @@ async fn the_mapping_moves_to_the_node_and_back() {
     assert_eq!(mapping_of(&sim, &a).await, ("cluster".into(), lun_a));
 
     let node = "worker-1.example.com";
-    let w1 = host(node, "iqn.1993-08.org.debian:01:w1");
+    let w1 = iscsi_host(node, "iqn.1993-08.org.debian:01:w1");
     let ctx = d.publish(&a, &w1).await.unwrap();
     assert_eq!(
         ctx[LUN_KEY],
@@ -163,7 +156,7 @@ async fn the_mapping_moves_to_the_node_and_back() {
     assert_eq!(d.publish(&b, &w1).await.unwrap(), ctx, "idempotent");
 
     // One mapping per volume: a second node is refused while the first has it.
-    let w2 = host("worker-2", "iqn.1993-08.org.debian:01:w2");
+    let w2 = iscsi_host("worker-2", "iqn.1993-08.org.debian:01:w2");
     assert!(matches!(
         d.publish(&a, &w2).await,
         Err(storch::drivers::DriverError::Conflict(_))
@@ -208,7 +201,7 @@ async fn a_host_in_the_group_reaches_the_volume_through_it() {
     )
     .await;
     assert_eq!(status, 201, "{h}");
-    let node = host("in-group", iqn);
+    let node = iscsi_host("in-group", iqn);
     assert!(
         d.publish(&a, &node).await.unwrap().is_empty(),
         "through the group"

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use storch::drivers::conformance::{
-    self, AccessProbe, ConformanceOptions, PublishOptions, Support,
+    self, AccessProbe, ConformanceOptions, PublishOptions, Support, iscsi_host,
 };
 use storch::drivers::solidfire::SolidFireDriver;
 use storch::drivers::testing::req;
@@ -60,13 +60,6 @@ impl AccessProbe for Probe<'_> {
     }
 }
 
-fn host(node: &str, iqn: &str) -> HostAccess {
-    HostAccess {
-        node: node.into(),
-        iscsi_initiator: Some(iqn.into()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publish_checks_pass_over_volume_access_groups() {
     let dir = tempfile::tempdir().unwrap();
@@ -102,7 +95,7 @@ async fn a_publish_makes_one_group_per_node_and_unpublish_removes_it() {
         d.create(&req(n, "SolidFire-default", GIB)).await.unwrap();
     }
     // Upper case in the node's IQN: Element keeps initiators in lower case.
-    let w1 = host("worker-1", "iqn.1993-08.org.debian:01:ABC");
+    let w1 = iscsi_host("worker-1", "iqn.1993-08.org.debian:01:ABC");
     assert!(d.publish("v1", &w1).await.unwrap().is_empty());
     d.publish("v2", &w1).await.unwrap();
     let c: Cluster = sim.array();
@@ -151,7 +144,7 @@ async fn a_node_already_in_the_configured_group_is_left_as_it_is() {
         json!({"volumeAccessGroupID": trident, "initiators": [iqn]}),
     )
     .await;
-    let node = host("admin-node", iqn);
+    let node = iscsi_host("admin-node", iqn);
     d.publish("v1", &node).await.unwrap();
     d.unpublish("v1", &node).await.unwrap();
     let after: Cluster = sim.array();
