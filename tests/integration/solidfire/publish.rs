@@ -290,3 +290,76 @@ async fn ok(c: &reqwest::Client, sim: &SimProcess, method: &str, params: Value) 
     assert!(body.get("error").is_none(), "{method}: {body}");
     body["result"].clone()
 }
+
+/// Canned answers: the host's initiator in a group that is full (Element's xExceededLimit) →
+/// `Conflict` naming the volume and node; no group holding it → one made with the lower-cased
+/// initiator, the volume and storch's attributes.
+#[tokio::test]
+async fn canned_a_full_group_is_a_conflict_and_a_new_group_is_made_as_asked() {
+    use super::canned::{
+        backend, canned, discovery, driver_with, err, listings, ok, params_of, vol,
+    };
+    let w1 = iscsi_host("w1", "iqn.1993-08.org.debian:01:W1");
+    let group = |initiators: Value| {
+        ok(
+            json!({"volumeAccessGroups": [{"volumeAccessGroupID": 6, "name": "full",
+            "initiators": initiators, "initiatorIDs": [1], "volumes": [1, 2],
+            "deletedVolumes": [], "attributes": {}}]}),
+        )
+    };
+    let empty = ok(json!({"volumeAccessGroups": []}));
+
+    let mut answers = discovery();
+    answers.extend(listings(1, vec![vol(9, "pv-1", true)]));
+    answers.push((
+        "ListVolumeAccessGroups",
+        200,
+        group(json!(["iqn.1993-08.org.debian:01:w1"])),
+    ));
+    answers.push(("ListVolumeAccessGroups", 200, empty.clone()));
+    answers.push((
+        "AddVolumesToVolumeAccessGroup",
+        200,
+        err(
+            "xExceededLimit",
+            "A volume access group holds at most 2000 volumes.",
+        ),
+    ));
+    let c = canned(answers).await;
+    let d = driver_with(&backend(&c, json!({})), 10);
+    match d.publish("pv-1", &w1).await {
+        Err(DriverError::Conflict(m)) => assert!(
+            m.contains("pv-1") && m.contains("w1") && m.contains("xExceededLimit"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        params_of(&c, "AddVolumesToVolumeAccessGroup"),
+        [json!({"volumeAccessGroupID": 6, "volumes": [9]})]
+    );
+
+    let mut answers = discovery();
+    answers.extend(listings(1, vec![vol(9, "pv-1", true)]));
+    answers.push((
+        "ListVolumeAccessGroups",
+        200,
+        group(json!(["iqn.2000-01.io.other:x"])),
+    ));
+    answers.push(("ListVolumeAccessGroups", 200, empty));
+    answers.push((
+        "CreateVolumeAccessGroup",
+        200,
+        ok(json!({"volumeAccessGroupID": 7})),
+    ));
+    let c = canned(answers).await;
+    let d = driver_with(&backend(&c, json!({})), 10);
+    assert!(d.publish("pv-1", &w1).await.unwrap().is_empty());
+    assert_eq!(
+        params_of(&c, "CreateVolumeAccessGroup"),
+        [
+            json!({"name": "storch-w1", "initiators": ["iqn.1993-08.org.debian:01:w1"],
+            "volumes": [9], "attributes": {"storch": {"createdBy": "storch", "node": "w1"}}})
+        ]
+    );
+}
