@@ -267,10 +267,11 @@ async fn the_simulator_keeps_element_group_rules() {
 }
 
 fn rpc_client(sim: &SimProcess) -> reqwest::Client {
-    storch::net::client_builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(sim.ca_pem().as_bytes()).unwrap())
-        .build()
-        .unwrap()
+    let tls = storch::net::TlsOptions {
+        verify: true,
+        trusted_ca_pem: Some(sim.ca_pem()),
+    };
+    storch::net::build_client(&tls, std::time::Duration::from_secs(30)).unwrap()
 }
 
 async fn call(c: &reqwest::Client, sim: &SimProcess, method: &str, params: Value) -> Value {
