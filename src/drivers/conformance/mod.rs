@@ -28,7 +28,9 @@
 //! - resize: grow, shrink refused (`Invalid`), missing volume → `NotFound`, over capacity →
 //!   `Conflict`;
 //! - concurrent creates and destroys;
-//! - no error seen along the way is classified retryable.
+//! - no error seen along the way is classified retryable;
+//! - per-host access, for drivers that need it ([`check_publish`], run by the caller with an
+//!   [`AccessProbe`] that looks at the array).
 //!
 //! Where a feature is [`Support::Optional`], an `Unsupported` answer skips that part; where
 //! it is [`Support::Skip`] the part is not run.
@@ -37,9 +39,13 @@
 //! - `mod.rs`: the options, [`run`], the names and the assertion helpers.
 //! - `volumes.rs`: discovery, names, the volume lifecycle, bad requests, capacity, concurrency.
 //! - `copies.rs`: snapshots, clones and resize.
+//! - `publish.rs`: publish and unpublish to hosts.
 
 mod copies;
+mod publish;
 mod volumes;
+
+pub use self::publish::{AccessProbe, PublishOptions, check_publish, iscsi_host};
 
 use self::copies::{check_clones, check_resize, check_snapshots};
 use self::volumes::{
@@ -309,11 +315,11 @@ mod tests {
 
     use super::*;
     use crate::drivers::fake::FakeDriver;
-    use crate::drivers::{Discovery, SnapshotInfo};
+    use crate::drivers::{Discovery, HostAccess, PublishContext, SnapshotInfo};
     use crate::model::AccessInfo;
 
     #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Bug {
+    pub(super) enum Bug {
         None,
         DestroyMissingIsNotFound,
         DuplicateCreateSucceeds,
@@ -322,16 +328,29 @@ mod tests {
         ClonesUnsupported,
         ShrinkAllowed,
         DestroyKeepsCapacity,
+        /// Each publish answers another context.
+        PublishContextChanges,
+        /// A destroy leaves the volume's grants to hosts.
+        DestroyKeepsGrants,
+        /// Unpublish of what is not published is `NotFound`.
+        UnpublishTwiceFails,
     }
 
+    /// Grants to hosts, by (volume, node): the LUN a publish answered.
+    pub(super) type Grants =
+        std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String), u32>>>;
+
+    /// The fake with one bug, and grants to hosts kept in memory (it needs publish).
     #[derive(Debug)]
-    struct Broken {
+    pub(super) struct Broken {
         inner: FakeDriver,
         bug: Bug,
         leaks: std::sync::atomic::AtomicUsize,
+        pub(super) grants: Grants,
+        publishes: std::sync::atomic::AtomicU32,
     }
 
-    fn broken(bug: Bug) -> Broken {
+    pub(super) fn broken(bug: Bug) -> Broken {
         let inner = FakeDriver::new(&json!({
             "version": 1, "storageDriverName": "fake", "instanceName": "broken",
             "pools": {"p": {"attributes": {}, "sizeBytes": 100u64 << 30}},
@@ -341,6 +360,8 @@ mod tests {
             inner,
             bug,
             leaks: Default::default(),
+            grants: Default::default(),
+            publishes: Default::default(),
         }
     }
 
@@ -384,6 +405,12 @@ mod tests {
             self.inner.get(internal_name).await
         }
         async fn destroy(&self, internal_name: &str) -> DriverResult<()> {
+            if self.bug != Bug::DestroyKeepsGrants {
+                self.grants
+                    .lock()
+                    .unwrap()
+                    .retain(|(v, _), _| v != internal_name);
+            }
             let existed = self.inner.get(internal_name).await?;
             if existed.is_none() && self.bug == Bug::DestroyMissingIsNotFound {
                 return Err(DriverError::NotFound("gone".into()));
@@ -437,6 +464,36 @@ mod tests {
                 }
                 r => r,
             }
+        }
+        fn needs_publish(&self) -> bool {
+            true
+        }
+        async fn publish(&self, name: &str, host: &HostAccess) -> DriverResult<PublishContext> {
+            if self.inner.get(name).await?.is_none() {
+                return Err(DriverError::NotFound(format!("volume {name} not found")));
+            }
+            if host.iscsi_initiator.is_none() {
+                return Err(DriverError::Invalid("node_id has no initiator".into()));
+            }
+            let n = self
+                .publishes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut g = self.grants.lock().unwrap();
+            let lun = *g.entry((name.into(), host.node.clone())).or_insert(n);
+            let lun = if self.bug == Bug::PublishContextChanges {
+                n
+            } else {
+                lun
+            };
+            Ok(PublishContext::from([("lun".into(), lun.to_string())]))
+        }
+        async fn unpublish(&self, name: &str, host: &HostAccess) -> DriverResult<()> {
+            let key = (name.to_string(), host.node.clone());
+            let removed = self.grants.lock().unwrap().remove(&key);
+            if removed.is_none() && self.bug == Bug::UnpublishTwiceFails {
+                return Err(DriverError::NotFound("not published".into()));
+            }
+            Ok(())
         }
     }
 

@@ -7,6 +7,8 @@
 //!   options it runs the conformance suite with ([`conformance_options`]).
 //! - `volumes.rs`: create (with the proxy's "422 but created" habit), mapping, destroy,
 //!   resize (expand), clone (volume copy job) and the access info.
+//! - `publish.rs`: per-host access (publish, unpublish): a host per node and the volume's
+//!   mapping moved to it.
 //! - `config.rs`: the backend config (Trident's file; unknown keys refused).
 //! - `client.rs`: the HTTP transport, SANtricity error bodies and their classes.
 //! - `wire.rs`: the request bodies and objects.
@@ -18,10 +20,12 @@
 //! `poolNameSearchPattern`, named [`eseries_internal_name`], with meta tags recording that
 //! storch made it and storch's name for it. Each volume is mapped to the host group
 //! `accessGroupName` (created when missing) with the LUN the array picks; hosts attach over
-//! iSCSI to the target's portal on `hostDataIP`.
+//! iSCSI to the target's portal on `hostDataIP`. A publish to a node outside that group moves
+//! the volume's mapping to the node's host (`publish.rs`).
 
 pub mod client;
 pub mod config;
+pub mod publish;
 mod volumes;
 pub mod wire;
 
@@ -45,7 +49,7 @@ use super::conformance::{ConformanceOptions, Support};
 use super::locks::NameLocks;
 use super::{
     Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
-    SnapshotInfo, StorageDriver, VolumeInfo,
+    HostAccess, PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
@@ -597,5 +601,25 @@ impl StorageDriver for EseriesDriver {
         let d = self.ctx().await?;
         let v = volumes::find_or_not_found(self, &d, internal_name).await?;
         Ok(self.access(&d, &v))
+    }
+
+    /// Always: a node's initiator sees nothing until a host for it exists on the array (see
+    /// `publish.rs`).
+    fn needs_publish(&self) -> bool {
+        true
+    }
+
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        let d = self.ctx().await?;
+        publish::publish(self, &d, internal_name, host).await
+    }
+
+    async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
+        let d = self.ctx().await?;
+        publish::unpublish(self, &d, internal_name, host).await
     }
 }

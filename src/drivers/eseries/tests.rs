@@ -389,3 +389,36 @@ fn conformance_options_match_the_driver() {
     assert_eq!(o.resize, Support::Optional);
     assert!(o.capacity);
 }
+
+#[test]
+fn host_labels_fit_the_array() {
+    use super::publish::host_label;
+    assert_eq!(host_label("worker-1"), "storch_worker-1");
+    assert_eq!(host_label("node.example.com"), "storch_node_example_com");
+    let long = "a-very-long-node-name.in.some.data-centre.example.com";
+    let l = host_label(long);
+    assert_eq!(l.len(), config::MAX_LABEL_LEN);
+    assert!(l.starts_with("storch_a-very-long-no"), "{l}");
+    assert_ne!(
+        l,
+        host_label(&format!("{long}x")),
+        "the hash tells long names apart"
+    );
+}
+
+#[test]
+fn hosts_are_found_by_either_initiator_list() {
+    let h: super::wire::Host = serde_json::from_value(json!({
+        "hostRef": "84000000600A098000A4B28D", "clusterRef": super::wire::NULL_REF,
+        "label": "n1", "hostTypeIndex": 28,
+        "initiators": [{"initiatorRef": "89", "label": "n1_1",
+            "nodeName": {"ioInterfaceType": "iscsi", "iscsiNodeName": "iqn.1993-08.org.debian:01:aa",
+                "remoteNodeWWN": null}}],
+        "hostSidePorts": [{"type": "iscsi", "address": "iqn.1993-08.org.debian:01:bb", "label": "p"}],
+    }))
+    .unwrap();
+    assert_eq!(h.reference(), "84000000600A098000A4B28D");
+    assert!(h.has_iscsi_initiator("IQN.1993-08.org.debian:01:AA"));
+    assert!(h.has_iscsi_initiator("iqn.1993-08.org.debian:01:bb"));
+    assert!(!h.has_iscsi_initiator("iqn.1993-08.org.debian:01:cc"));
+}

@@ -109,7 +109,7 @@ fn size_matches(actual: u64, planned: u64) -> bool {
 }
 
 /// Every volume of the array.
-async fn all(drv: &EseriesDriver, d: &Discovered) -> DriverResult<Vec<Volume>> {
+pub(super) async fn all(drv: &EseriesDriver, d: &Discovered) -> DriverResult<Vec<Volume>> {
     Ok(drv.client.get(&d.path("/volumes")).await?)
 }
 
@@ -228,31 +228,59 @@ impl EseriesDriver {
                 self.cfg.access_group_name
             )));
         }
+        let m = self.map_to(d, &v, &d.host_group_ref, None).await?;
+        v.list_of_mappings = vec![m];
+        Ok(v)
+    }
+
+    /// Maps volume `v` to `target` (a host or host group), asking for `lun` when given (else
+    /// the array picks). After a 422 the volume is re-read and its mapping to the target, if
+    /// the array made it anyway, is used.
+    pub(super) async fn map_to(
+        &self,
+        d: &Discovered,
+        v: &Volume,
+        target: &str,
+        lun: Option<i32>,
+    ) -> DriverResult<Mapping> {
         let body = MapRequest {
             mappable_object_id: v.reference().to_string(),
-            target_id: d.host_group_ref.clone(),
+            target_id: target.to_string(),
+            lun,
         };
         match self
             .client
             .post::<_, Mapping>(&d.path("/volume-mappings"), &body)
             .await
         {
-            Ok((_, m)) => {
-                v.list_of_mappings.push(m);
-                Ok(v)
-            }
+            Ok((_, m)) => Ok(m),
             Err(e) if e.status() == Some(422) => {
                 let again: Volume = self
                     .client
                     .get(&d.path(&format!("/volumes/{}", v.reference())))
                     .await?;
-                if group_mapping(d, &again).is_some() {
-                    tracing::warn!(volume = %v.label(), error = %e, "the proxy answered 422 but mapped the volume: kept");
-                    Ok(again)
-                } else {
-                    Err(e.into())
+                match again
+                    .list_of_mappings
+                    .into_iter()
+                    .find(|m| m.map_ref == target)
+                {
+                    Some(m) => {
+                        tracing::warn!(volume = %v.label(), error = %e, "the proxy answered 422 but mapped the volume: kept");
+                        Ok(m)
+                    }
+                    None => Err(e.into()),
                 }
             }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes a mapping; one already gone counts as deleted.
+    pub(super) async fn unmap(&self, d: &Discovered, m: &Mapping) -> DriverResult<()> {
+        let path = d.path(&format!("/volume-mappings/{}", m.reference()));
+        match self.client.delete(&path).await {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.status(), Some(404 | 410)) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -289,7 +317,7 @@ impl EseriesDriver {
 }
 
 /// The volume's mapping to the backend's host group.
-fn group_mapping<'a>(d: &Discovered, v: &'a Volume) -> Option<&'a Mapping> {
+pub(super) fn group_mapping<'a>(d: &Discovered, v: &'a Volume) -> Option<&'a Mapping> {
     v.list_of_mappings
         .iter()
         .find(|m| m.map_ref == d.host_group_ref)
@@ -388,14 +416,10 @@ pub async fn destroy(drv: &EseriesDriver, d: &Discovered, name: &str) -> DriverR
         return Ok(());
     }
     for m in &v.list_of_mappings {
-        let path = d.path(&format!("/volume-mappings/{}", m.reference()));
-        match drv.client.delete(&path).await {
-            Ok(()) => {}
-            Err(e) if matches!(e.status(), Some(404 | 410)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        drv.unmap(d, m).await?;
     }
-    drv.delete_volume(d, v.reference()).await
+    drv.delete_volume(d, v.reference()).await?;
+    super::publish::forget_hosts(drv, d, &v.list_of_mappings).await
 }
 
 pub async fn resize(

@@ -214,6 +214,8 @@ impl Volume {
 pub struct MapRequest {
     pub mappable_object_id: String,
     pub target_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lun: Option<i32>,
 }
 
 /// A LUN mapping.
@@ -253,17 +255,100 @@ pub struct HostType {
 }
 
 /// A host (only what the driver checks).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Host {
     #[serde(default)]
     pub host_ref: String,
+    #[serde(default)]
+    pub id: String,
     #[serde(default)]
     pub cluster_ref: String,
     #[serde(default)]
     pub label: String,
     #[serde(default)]
     pub host_type_index: i64,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub initiators: Vec<Initiator>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub host_side_ports: Vec<HostSidePort>,
+}
+
+impl Host {
+    pub fn reference(&self) -> &str {
+        first(&self.host_ref, &self.id)
+    }
+
+    /// Whether one of the host's iSCSI initiators is `iqn` (iSCSI names compare
+    /// case-insensitively).
+    pub fn has_iscsi_initiator(&self, iqn: &str) -> bool {
+        let initiators = self.initiators.iter().filter_map(|i| {
+            (i.node_name.io_interface_type == "iscsi").then_some(&i.node_name.iscsi_node_name)
+        });
+        let ports = self
+            .host_side_ports
+            .iter()
+            .filter(|p| p.kind == "iscsi")
+            .map(|p| &p.address);
+        initiators.chain(ports).any(|n| n.eq_ignore_ascii_case(iqn))
+    }
+}
+
+/// One initiator of a host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Initiator {
+    #[serde(default)]
+    pub initiator_ref: String,
+    #[serde(default)]
+    pub label: String,
+    #[serde(default)]
+    pub node_name: InitiatorName,
+}
+
+/// `nodeName{ioInterfaceType, iscsiNodeName}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitiatorName {
+    #[serde(default)]
+    pub io_interface_type: String,
+    #[serde(default, deserialize_with = "string_or_null")]
+    pub iscsi_node_name: String,
+}
+
+/// One `hostSidePorts` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HostSidePort {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub label: String,
+}
+
+/// `POST /hosts`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateHost {
+    pub name: String,
+    pub host_type: HostTypeIndex,
+    pub ports: Vec<HostPort>,
+}
+
+/// `{"index": n}`.
+#[derive(Debug, Serialize)]
+pub struct HostTypeIndex {
+    pub index: i64,
+}
+
+/// One port of a new host: `{type, port, label}`.
+#[derive(Debug, Serialize)]
+pub struct HostPort {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub port: String,
+    pub label: String,
 }
 
 /// A host group.
@@ -414,6 +499,11 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
         Value::Null => String::new(),
         other => other.to_string(),
     })
+}
+
+/// A string that may be `null`.
+fn string_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A list that may be `null`.

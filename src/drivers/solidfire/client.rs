@@ -396,6 +396,46 @@ impl ElementClient {
         }
     }
 
+    /// Creates a volume access group: its id.
+    pub async fn create_group(&self, p: &CreateGroupParams) -> Result<i64, ElementError> {
+        let r: GroupIdResult = self.call("CreateVolumeAccessGroup", p).await?;
+        Ok(r.group_id)
+    }
+
+    /// Removes volumes from a group; not a member (or the group gone) counts as done.
+    pub async fn remove_from_group(
+        &self,
+        group_id: i64,
+        volumes: Vec<i64>,
+    ) -> Result<(), ElementError> {
+        let params = AddToGroupParams { group_id, volumes };
+        match self
+            .call::<_, Value>("RemoveVolumesFromVolumeAccessGroup", &params)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_name(&["xNotInVolumeAccessGroup"]) || e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes a group and the initiator objects it leaves orphaned; a group already gone
+    /// counts as deleted.
+    pub async fn delete_group(&self, group_id: i64) -> Result<(), ElementError> {
+        let params = DeleteGroupParams {
+            group_id,
+            delete_orphan_initiators: true,
+        };
+        match self
+            .call::<_, Value>("DeleteVolumeAccessGroup", &params)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every volume of the account (active and deleted), paged with `startVolumeID`/`limit`
     /// until a page comes back empty.
     pub async fn volumes(&self, account_id: i64) -> Result<Vec<Volume>, ElementError> {

@@ -4,6 +4,8 @@
 //! - `mod.rs`: the driver, discovery (tenant account, capacity, default QoS, access groups,
 //!   one pool per QoS type) and the trait impl.
 //! - `volumes.rs`: volume, snapshot and clone operations and the iSCSI access info.
+//! - `publish.rs`: per-host access (publish, unpublish) through volume access groups, and
+//!   when a backend needs it.
 //! - `config.rs`: the backend config (Trident's file, Go field case).
 //! - `client.rs`: the JSON-RPC transport, Element error classes, paging, async polling and
 //!   the typed calls.
@@ -14,10 +16,12 @@
 //! (`TenantName`, created when missing), named by [`solidfire_internal_name`], with the QoS of
 //! its pool's type, and attributes recording storch's name and that storch made it. Volumes
 //! attach over iSCSI: the volume's IQN on the SVIP portal, LUN 0, through the configured
-//! volume access groups or CHAP with the account's secrets.
+//! volume access groups or CHAP with the account's secrets; with access groups, a publish
+//! puts the host's initiator in a group with the volume (`publish.rs`).
 
 pub mod client;
 pub mod config;
+pub mod publish;
 mod volumes;
 pub mod wire;
 
@@ -36,7 +40,7 @@ use self::wire::{Account, Qos};
 use super::locks::NameLocks;
 use super::{
     Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
-    PlannedVolume, SnapshotInfo, StorageDriver, VolumeInfo,
+    HostAccess, PlannedVolume, PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
@@ -458,6 +462,30 @@ impl StorageDriver for SolidFireDriver {
         let d = self.ctx().await?;
         let v = volumes::find_or_not_found(self, &d, internal_name).await?;
         Ok(self.info(&d, &v).access)
+    }
+
+    /// With volume access groups, yes; over CHAP, no (see `publish.rs`). Before discovery
+    /// the config decides (`UseCHAP`); discovery may still fall back to CHAP when no group is
+    /// configured and none is named `trident`.
+    fn needs_publish(&self) -> bool {
+        match &*self.discovered.read().unwrap_or_else(|e| e.into_inner()) {
+            Some(d) => !d.use_chap,
+            None => !self.cfg.use_chap,
+        }
+    }
+
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        let d = self.ctx().await?;
+        publish::publish(self, &d, internal_name, host).await
+    }
+
+    async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
+        let d = self.ctx().await?;
+        publish::unpublish(self, &d, internal_name, host).await
     }
 }
 

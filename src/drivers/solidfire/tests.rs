@@ -459,3 +459,10 @@ fn a_volume_without_storch_attributes_for_its_name_is_not_ours() {
     v.attributes = json!({"storch": {"name": "pvc-1", "createdBy": "someone"}});
     assert!(!volumes::is_ours(&v), "made by someone else");
 }
+
+#[test]
+fn group_names_fit_element() {
+    use super::publish::group_name;
+    assert_eq!(group_name("worker-1"), "storch-worker-1");
+    assert_eq!(group_name(&"n".repeat(200)).len(), 64);
+}

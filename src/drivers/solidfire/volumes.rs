@@ -505,7 +505,10 @@ pub async fn destroy(drv: &SolidFireDriver, d: &Discovered, name: &str) -> Drive
         drv.client.purge_deleted_volume(v.volume_id).await?;
     }
     match found.ours {
-        Some(v) => Ok(drv.client.delete_volume(v.volume_id).await?),
+        Some(v) => {
+            drv.client.delete_volume(v.volume_id).await?;
+            super::publish::forget_volume(drv, &v.volume_access_groups).await
+        }
         None => Ok(()),
     }
 }

@@ -228,6 +228,38 @@ pub struct AccessGroup {
     pub id: i64,
     #[serde(default)]
     pub name: String,
+    /// The initiators' names (IQNs).
+    #[serde(default)]
+    pub initiators: Vec<String>,
+    /// Member volume ids (active ones; deleted ones are listed apart).
+    #[serde(default)]
+    pub volumes: Vec<i64>,
+    #[serde(default)]
+    pub attributes: Value,
+}
+
+/// `CreateVolumeAccessGroup`.
+#[derive(Debug, Serialize)]
+pub struct CreateGroupParams {
+    pub name: String,
+    pub initiators: Vec<String>,
+    pub volumes: Vec<i64>,
+    pub attributes: Value,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GroupIdResult {
+    #[serde(rename = "volumeAccessGroupID")]
+    pub group_id: i64,
+}
+
+/// `DeleteVolumeAccessGroup`.
+#[derive(Debug, Serialize)]
+pub struct DeleteGroupParams {
+    #[serde(rename = "volumeAccessGroupID")]
+    pub group_id: i64,
+    #[serde(rename = "deleteOrphanInitiators")]
+    pub delete_orphan_initiators: bool,
 }
 
 #[derive(Debug, Deserialize)]

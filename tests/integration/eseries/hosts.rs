@@ -101,27 +101,33 @@ async fn hosts_and_host_groups() {
         .ok(
             "POST",
             "/hosts",
-            host_body("node2", lnx, "iqn.x:bb", None),
+            host_body("node2", lnx, "iqn.2020-01.io.x:bb", None),
             201,
         )
         .await;
     assert_eq!(other["clusterRef"], NULL_REF, "in no group");
-    let mut body = host_body("node4", lnx, "iqn.x:4", None);
+    let mut body = host_body("node4", lnx, "iqn.2020-01.io.x:4", None);
     body["groupId"] = json!("");
     let h4 = a.ok("POST", "/hosts", body, 201).await;
     assert_eq!(h4["clusterRef"], NULL_REF, "an empty groupId is no group");
     let no_group = format!("85{}", "1".repeat(38));
     let refused = [
-        (host_body("node1", lnx, "iqn.x:new", None), "duplicateLabel"),
+        (
+            host_body("node1", lnx, "iqn.2020-01.io.x:new", None),
+            "duplicateLabel",
+        ),
         (host_body("node3", lnx, iqn, None), "duplicatePort"),
         (
-            host_body("node3", lnx, "iqn.x:3", Some(&no_group)),
+            host_body("node3", lnx, "iqn.2020-01.io.x:3", Some(&no_group)),
             "notFound",
         ),
-        (host_body("node3", 9999, "iqn.x:3", None), "invalidInput"),
+        (
+            host_body("node3", 9999, "iqn.2020-01.io.x:3", None),
+            "invalidInput",
+        ),
         (json!({"name": "node3"}), "invalidInput"),
         (
-            host_body(&"n".repeat(31), lnx, "iqn.x:3", None),
+            host_body(&"n".repeat(31), lnx, "iqn.2020-01.io.x:3", None),
             "invalidLabel",
         ),
         (
@@ -129,6 +135,8 @@ async fn hosts_and_host_groups() {
                 "ports": [{"type": "scsi", "port": "x"}]}),
             "invalidInput",
         ),
+        (host_body("node3", lnx, "iqn.x:3", None), "invalidInput"),
+        (host_body("node3", lnx, "node3", None), "invalidInput"),
     ];
     for (body, retcode) in refused {
         a.refused("POST", "/hosts", Some(body), 422, retcode).await;
@@ -148,8 +156,8 @@ async fn mappings_take_the_lowest_free_lun_and_refuse_conflicts() {
     let a = Sys::start(&[]).await;
     let ssd = a.pool("vg_ssd").await;
     let g = group(&a, "trident").await;
-    let h1 = host(&a, "node1", "iqn.x:1", Some(&g)).await;
-    let h2 = host(&a, "node2", "iqn.x:2", None).await;
+    let h1 = host(&a, "node1", "iqn.2020-01.io.x:1", Some(&g)).await;
+    let h2 = host(&a, "node2", "iqn.2020-01.io.x:2", None).await;
     let mut v = Vec::new();
     for n in ["m1", "m2", "m3", "m4"] {
         v.push(a.volume(&ssd, n, 1).await);

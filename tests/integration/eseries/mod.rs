@@ -4,8 +4,8 @@
 //! expansion and copy jobs (`features`); the eseries-iscsi driver against canned proxy
 //! answers (`canned`: the scripted server and discovery; `canned_volumes`: volume
 //! operations), the conformance suite against the simulator (`conformance`), its error cases
-//! against the simulator (`drivers`), under the core (`core`), and `storch serve` SIGKILLed
-//! under load against it (`crash`).
+//! against the simulator (`drivers`), per-host access (publish, unpublish: `publish`), under
+//! the core (`core`), and `storch serve` SIGKILLed under load against it (`crash`).
 
 mod canned;
 mod canned_volumes;
@@ -15,5 +15,6 @@ mod crash;
 mod drivers;
 mod features;
 mod hosts;
+mod publish;
 mod sim;
 mod volumes;

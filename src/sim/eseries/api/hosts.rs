@@ -156,6 +156,12 @@ fn ports(a: &mut Array, name: &str, v: Option<&Vec<Value>>) -> Result<Vec<HostPo
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .ok_or_else(bad)?;
+        if kind == "iscsi" && !is_iscsi_name(address) {
+            return Err(invalid(format!(
+                "Invalid value for field ports.port: {address:?} is not an iSCSI name (iqn., \
+                 eui. or naa.)"
+            )));
+        }
         let label = match o.get("label") {
             None | Some(Value::Null) => {
                 format!("{}_{}", name.chars().take(27).collect::<String>(), i + 1)
@@ -183,6 +189,25 @@ fn ports(a: &mut Array, name: &str, v: Option<&Vec<Value>>) -> Result<Vec<HostPo
         });
     }
     Ok(out)
+}
+
+/// An iSCSI name (RFC 3720): `iqn.` with a date and a naming authority, or `eui.` / `naa.`
+/// and hex digits; letters, digits, `-`, `.` and `:` only.
+fn is_iscsi_name(s: &str) -> bool {
+    let chars_ok = s
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b':'));
+    let lower = s.to_ascii_lowercase();
+    let shape = if let Some(rest) = lower.strip_prefix("iqn.") {
+        let b = rest.as_bytes();
+        b.len() > 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
+    } else {
+        lower
+            .strip_prefix("eui.")
+            .or_else(|| lower.strip_prefix("naa."))
+            .is_some_and(|h| !h.is_empty() && h.bytes().all(|c| c.is_ascii_hexdigit()))
+    };
+    chars_ok && s.len() <= 223 && shape
 }
 
 /// `groupId`: an existing host group, or absent / the null ref for none.

@@ -1,5 +1,13 @@
-//! Volume access groups: list (paged), create, add and remove volumes, add initiators.
-//! A call that names a volume already in (or not in) the group changes nothing.
+//! Volume access groups: list (paged), create, delete, add and remove volumes, add
+//! initiators.
+//!
+//! Element's rules (its API reference, CreateVolumeAccessGroup and the initiator object): a
+//! group holds at most 64 initiators and 2000 volumes; an initiator belongs to one group at a
+//! time; a volume is in at most 64 groups (the HCI documentation's figure; one older API page
+//! reads "four"). An iSCSI initiator name is `iqn.YYYY-MM` followed by lower-case letters,
+//! digits, `.`, `:` or `-`. Group names are 1 to 64 characters and need not be unique.
+//! A call that names a volume already in (or not in) the group is refused with
+//! xAlreadyInVolumeAccessGroup (xNotInVolumeAccessGroup) and changes nothing.
 
 use serde_json::{Value, json};
 
@@ -7,8 +15,12 @@ use super::volumes::active;
 use super::{Ctx, Fail, Params, R, done, fail, names};
 use crate::sim::solidfire::state::{AccessGroup, Cluster, take};
 
-/// The most volumes (and initiators) one group holds.
-pub const MAX_MEMBERS: usize = 2000;
+/// The most initiators one group holds.
+pub const MAX_INITIATORS: usize = 64;
+/// The most volumes one group holds.
+pub const MAX_VOLUMES: usize = 2000;
+/// The most groups one volume is in.
+pub const MAX_GROUPS_PER_VOLUME: usize = 64;
 
 fn group_json(c: &Cluster, id: u64, g: &AccessGroup) -> Value {
     let (deleted, live): (Vec<u64>, Vec<u64>) = g
@@ -36,29 +48,90 @@ fn group(c: &Cluster, id: u64) -> Result<&AccessGroup, Fail> {
     })
 }
 
-fn check_initiators(list: &[String]) -> Result<(), Fail> {
+/// An initiator name Element accepts: `iqn.YYYY-MM` then lower-case letters, digits, `.`, `:`
+/// or `-`; or an `eui.` / `naa.` name of hex digits.
+fn valid_initiator(i: &str) -> bool {
+    if let Some(rest) = i.strip_prefix("iqn.") {
+        let b = rest.as_bytes();
+        let date = b.len() >= 7
+            && b[..4].iter().all(u8::is_ascii_digit)
+            && b[4] == b'-'
+            && b[5..7].iter().all(u8::is_ascii_digit);
+        return date
+            && rest[7..].bytes().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b':' | b'-')
+            });
+    }
+    match i.strip_prefix("eui.").or_else(|| i.strip_prefix("naa.")) {
+        Some(hex) => !hex.is_empty() && hex.bytes().all(|c| c.is_ascii_hexdigit()),
+        None => false,
+    }
+}
+
+/// Checks the names and that none of them is in a group other than `own` already; returns
+/// them without repeats.
+fn check_initiators(c: &Cluster, own: Option<u64>, list: &[String]) -> Result<Vec<String>, Fail> {
+    let mut out: Vec<String> = Vec::new();
     for i in list {
-        if !(i.starts_with("iqn.") || i.starts_with("eui.") || i.starts_with("naa.")) {
+        if !valid_initiator(i) {
             return Err(fail(
                 names::INVALID_PARAMETER,
-                format!("Invalid value for parameter initiators: {i:?} is not an iSCSI name"),
+                format!(
+                    "Invalid value for parameter initiators: {i:?} is not an iSCSI name \
+                     (iqn.YYYY-MM followed by lower-case letters, digits, '.', ':' or '-')"
+                ),
+            ));
+        }
+        if let Some((gid, _)) = c
+            .groups
+            .iter()
+            .find(|(gid, g)| Some(**gid) != own && g.initiators.contains(i))
+        {
+            return Err(fail(
+                names::INITIATOR_EXISTS,
+                format!(
+                    "Initiator {i} already belongs to volume access group {gid}; an initiator \
+                     can be in one volume access group only."
+                ),
+            ));
+        }
+        if !out.contains(i) {
+            out.push(i.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Checks that the volumes are active and that each can join one more group.
+fn check_volumes(c: &Cluster, ids: &[u64]) -> Result<(), Fail> {
+    for v in ids {
+        active(c, *v)?;
+        let n = c.groups.values().filter(|g| g.volumes.contains(v)).count();
+        if n >= MAX_GROUPS_PER_VOLUME {
+            return Err(fail(
+                names::EXCEEDED_LIMIT,
+                format!(
+                    "VolumeID {v} is in {n} volume access groups; a volume is in at most \
+                     {MAX_GROUPS_PER_VOLUME}."
+                ),
             ));
         }
     }
     Ok(())
 }
 
-fn check_volumes(c: &Cluster, ids: &[u64]) -> Result<(), Fail> {
-    ids.iter().try_for_each(|v| active(c, *v).map(|_| ()))
-}
-
-fn too_many(n: usize) -> Result<(), Fail> {
-    if n > MAX_MEMBERS {
+/// Refuses a group that would hold more than Element's limits.
+fn too_many(initiators: usize, volumes: usize) -> Result<(), Fail> {
+    if initiators > MAX_INITIATORS {
         return Err(fail(
             names::EXCEEDED_LIMIT,
-            format!(
-                "A volume access group holds at most {MAX_MEMBERS} volumes and initiators each."
-            ),
+            format!("A volume access group holds at most {MAX_INITIATORS} initiators."),
+        ));
+    }
+    if volumes > MAX_VOLUMES {
+        return Err(fail(
+            names::EXCEEDED_LIMIT,
+            format!("A volume access group holds at most {MAX_VOLUMES} volumes."),
         ));
     }
     Ok(())
@@ -95,11 +168,12 @@ pub(super) fn create(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
         ));
     }
     let initiators = p.opt_strs("initiators")?.unwrap_or_default();
-    check_initiators(&initiators)?;
+    let initiators = check_initiators(ctx.c, None, &initiators)?;
     let mut volumes = p.opt_ids("volumes")?.unwrap_or_default();
-    check_volumes(ctx.c, &volumes)?;
+    volumes.sort_unstable();
     volumes.dedup();
-    too_many(volumes.len().max(initiators.len()))?;
+    check_volumes(ctx.c, &volumes)?;
+    too_many(initiators.len(), volumes.len())?;
     let attributes = p.attributes()?;
     let id = take(&mut ctx.c.next.group);
     let g = AccessGroup {
@@ -118,14 +192,14 @@ pub(super) fn add_volumes(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let gid = p.id("volumeAccessGroupID")?;
     let ids = p.ids("volumes")?;
     let g = group(ctx.c, gid)?;
-    check_volumes(ctx.c, &ids)?;
     if let Some(v) = ids.iter().find(|v| g.volumes.contains(v)) {
         return Err(fail(
             names::ALREADY_IN_VAG,
             format!("VolumeID {v} is already in volume access group {gid}."),
         ));
     }
-    too_many(g.volumes.len() + ids.len())?;
+    check_volumes(ctx.c, &ids)?;
+    too_many(g.initiators.len(), g.volumes.len() + ids.len())?;
     let g = ctx.c.groups.get_mut(&gid).expect("checked above");
     for v in ids {
         if !g.volumes.contains(&v) {
@@ -162,9 +236,10 @@ pub(super) fn add_initiators(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
             "Missing required parameter: initiators",
         )
     })?;
-    check_initiators(&list)?;
     let g = group(ctx.c, gid)?;
-    too_many(g.initiators.len() + list.len())?;
+    let list = check_initiators(ctx.c, Some(gid), &list)?;
+    let new = list.iter().filter(|i| !g.initiators.contains(i)).count();
+    too_many(g.initiators.len() + new, g.volumes.len())?;
     if let Some(g) = ctx.c.groups.get_mut(&gid) {
         for i in list {
             if !g.initiators.contains(&i) {
@@ -172,6 +247,19 @@ pub(super) fn add_initiators(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
             }
         }
     }
+    ctx.dirty = true;
+    done()
+}
+
+/// `DeleteVolumeAccessGroup`: the group goes; its volumes stay (they lose only this group's
+/// access). `deleteOrphanInitiators` and `force` are accepted (the simulator keeps no
+/// initiator objects apart from the groups, nor virtual networks).
+pub(super) fn delete(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
+    let gid = p.id("volumeAccessGroupID")?;
+    p.opt_bool("deleteOrphanInitiators")?;
+    p.opt_bool("force")?;
+    group(ctx.c, gid)?;
+    ctx.c.groups.remove(&gid);
     ctx.dirty = true;
     done()
 }

@@ -49,6 +49,9 @@ pub mod names {
     pub const EXCEEDED_LIMIT: &str = "xExceededLimit";
     /// spec
     pub const MAX_SNAPSHOTS_PER_VOLUME: &str = "xMaxSnapshotsPerVolumeExceeded";
+    /// simulator's choice, from a public Element client's list of names: an initiator that
+    /// is already in another volume access group (Element keeps an initiator in one group).
+    pub const INITIATOR_EXISTS: &str = "xInitiatorExists";
     /// simulator's choice (the issue names it; the spec leaves it unverified)
     pub const UNKNOWN_API_METHOD: &str = "xUnknownAPIMethod";
     /// simulator's choice: the cluster cannot provision the bytes asked for.
@@ -281,6 +284,12 @@ const METHODS: &[Method] = &[
         V1,
         &["name", "initiators", "volumes", "attributes"],
         groups::create,
+    ),
+    m(
+        "DeleteVolumeAccessGroup",
+        V1,
+        &["volumeAccessGroupID", "deleteOrphanInitiators", "force"],
+        groups::delete,
     ),
     m(
         "AddVolumesToVolumeAccessGroup",

@@ -303,20 +303,101 @@ fn access_groups() {
     ok(
         &sh,
         "AddInitiatorsToVolumeAccessGroup",
-        json!({"volumeAccessGroupID": g, "initiators": ["iqn.x:2"]}),
+        json!({"volumeAccessGroupID": g, "initiators": ["iqn.2020-01.io.x:2"]}),
     );
-    assert_eq!(
-        err_name(
-            &sh,
-            "AddInitiatorsToVolumeAccessGroup",
-            json!({"volumeAccessGroupID": g, "initiators": ["host1"]})
-        ),
-        "xInvalidParameter"
-    );
+    for bad in ["host1", "iqn.x:2", "iqn.2020-01.io.x:UPPER"] {
+        assert_eq!(
+            err_name(
+                &sh,
+                "AddInitiatorsToVolumeAccessGroup",
+                json!({"volumeAccessGroupID": g, "initiators": [bad]})
+            ),
+            "xInvalidParameter",
+            "{bad}"
+        );
+    }
     assert_eq!(sh.store.lock().groups[&g].initiators.len(), 2);
     assert_eq!(
         err_name(&sh, "CreateVolumeAccessGroup", json!({"initiators": []})),
         "xInvalidParameter"
+    );
+    // One group per initiator; a deleted group frees its initiators.
+    assert_eq!(
+        err_name(
+            &sh,
+            "CreateVolumeAccessGroup",
+            json!({"name": "again", "initiators": ["iqn.2020-01.io.x:2"]})
+        ),
+        "xInitiatorExists"
+    );
+    ok(
+        &sh,
+        "DeleteVolumeAccessGroup",
+        json!({"volumeAccessGroupID": g, "deleteOrphanInitiators": true}),
+    );
+    assert_eq!(
+        err_name(
+            &sh,
+            "DeleteVolumeAccessGroup",
+            json!({"volumeAccessGroupID": g})
+        ),
+        "xVolumeAccessGroupIDDoesNotExist"
+    );
+    ok(
+        &sh,
+        "CreateVolumeAccessGroup",
+        json!({"name": "again", "initiators": ["iqn.2020-01.io.x:2"]}),
+    );
+}
+
+#[test]
+fn access_group_limits() {
+    let sh = sim();
+    let a = account(&sh, "a");
+    let v = volume(&sh, a, "v", GB);
+    let many = |n: usize, tag: &str| -> Vec<String> {
+        (0..n)
+            .map(|i| format!("iqn.2020-01.io.x:{tag}-{i}"))
+            .collect()
+    };
+    assert_eq!(
+        err_name(
+            &sh,
+            "CreateVolumeAccessGroup",
+            json!({"name": "big", "initiators": many(65, "a")})
+        ),
+        "xExceededLimit"
+    );
+    let g = ok(
+        &sh,
+        "CreateVolumeAccessGroup",
+        json!({"name": "full", "initiators": many(64, "b")}),
+    )["volumeAccessGroupID"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        err_name(
+            &sh,
+            "AddInitiatorsToVolumeAccessGroup",
+            json!({"volumeAccessGroupID": g, "initiators": many(1, "c")})
+        ),
+        "xExceededLimit"
+    );
+    // A volume is in at most 64 groups (the trident group is one of none here).
+    for i in 0..64 {
+        ok(
+            &sh,
+            "CreateVolumeAccessGroup",
+            json!({"name": format!("g{i}"), "volumes": [v]}),
+        );
+    }
+    assert_eq!(
+        err_name(
+            &sh,
+            "CreateVolumeAccessGroup",
+            json!({"name": "one-too-many", "volumes": [v]})
+        ),
+        "xExceededLimit"
     );
 }
 
