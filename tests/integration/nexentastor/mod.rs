@@ -7,6 +7,7 @@
 //! pair failing over mid-run, tokens expiring, adoption (`driver`).
 
 mod canned;
+mod classes;
 mod conformance;
 mod driver;
 mod e2e;
