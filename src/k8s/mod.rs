@@ -11,6 +11,7 @@
 //!
 //! Everything goes through [`Core`]; nothing here writes storch state directly.
 
+pub mod block;
 mod claims;
 mod classes;
 mod lease;

@@ -9,8 +9,10 @@
 mod canned;
 mod classes;
 mod conformance;
+mod crash;
 mod driver;
 mod e2e;
+mod publish;
 mod san;
 mod sim;
 mod storage;
