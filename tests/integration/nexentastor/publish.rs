@@ -158,13 +158,13 @@ async fn a_volume_mapped_to_all_needs_no_host_mapping() {
     assert_eq!(ctx["lun"], "0");
     assert_eq!(
         mappings_of(&nx, "tank/csi/v1").await,
-        [("All".to_string(), 0)]
+        [("all".to_string(), 0)]
     );
     assert!(host_groups(&nx).await.is_empty());
     d.unpublish("v1", &host("node1", Some(IQN1))).await.unwrap();
     assert_eq!(
         mappings_of(&nx, "tank/csi/v1").await,
-        [("All".to_string(), 0)]
+        [("all".to_string(), 0)]
     );
 }
 
