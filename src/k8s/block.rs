@@ -118,4 +118,31 @@ mod tests {
         assert!(e.contains("spec.volumeMode") && e.contains("nas"), "{e}");
         assert!(refuse_class("gold", &[("san".to_string(), Protocol::Block)]).is_none());
     }
+
+    /// The NexentaStor example: its StorageClass carries the seed's class parameters as
+    /// driver parameters, and its raw block claim asks for a block volume without a file
+    /// system.
+    #[test]
+    fn the_nexentastor_kubernetes_example() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/nexentastor/storageclass-kubernetes.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let docs: Vec<serde_json::Value> = text
+            .split("\n---")
+            .map(|d| crate::yaml::parse(d).unwrap())
+            .collect();
+        let sc = serde_json::from_value(docs[0].clone()).unwrap();
+        let class = crate::k8s::translate::storage_class(&sc, &["netapp.io/trident".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            class.config.parameters["volumeGroup"],
+            "csiPool/csiVolumeGroup"
+        );
+        assert!(class.config.parameters.contains_key("chapSecret"));
+        let pvc: PersistentVolumeClaim = serde_json::from_value(docs[1].clone()).unwrap();
+        let v = crate::k8s::translate::volume_config(&pvc, &class, None).unwrap();
+        assert_eq!(v.protocol, Protocol::Block);
+        assert_eq!(v.file_system, "");
+    }
 }
