@@ -154,8 +154,10 @@ fn check_value(field: &str, p: &DriverParameter, value: &str) -> Result<(), Stri
                 clip(value)
             )),
         },
-        // A redacted value is a recorded class's placeholder; its sealed value was checked.
-        ParamKind::Secret { .. } if value == REDACTED => Ok(()),
+        // What output shows instead of a secret, sent back (e.g. a GET copied): refused.
+        ParamKind::Secret { .. } if value == REDACTED => Err(format!(
+            "{field}: {REDACTED} stands for a sealed secret in output; give the secret itself"
+        )),
         ParamKind::Secret { min_chars } if value.chars().count() < min_chars => Err(format!(
             "{field}: a secret of at least {min_chars} characters is required (the value is not \
              shown)"
@@ -250,7 +252,8 @@ mod tests {
         assert!(e.is_ok());
         let e = check_parameters(&map(&[("chapSecret", "tiny-canary")]), None).unwrap_err();
         assert!(!e.contains("tiny-canary"), "{e}");
-        assert!(check_parameters(&map(&[("chapSecret", REDACTED)]), None).is_ok());
+        let e = check_parameters(&map(&[("chapSecret", REDACTED)]), None).unwrap_err();
+        assert!(e.contains("the secret itself"), "{e}");
     }
 
     #[test]
