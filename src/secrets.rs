@@ -15,13 +15,13 @@ use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use serde_json::Value;
 
-use crate::model::{AccessInfo, Sealed};
+use crate::model::{AccessInfo, Sealed, StorageClassConfig};
 
 /// The name of the key file inside the data dir.
 pub const KEY_FILE: &str = "secret.key";
 
 /// What replaces a secret in anything shown to people.
-pub const REDACTED: &str = "<redacted>";
+pub const REDACTED: &str = crate::model::storage_class::driver_parameters::REDACTED;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
@@ -242,10 +242,92 @@ pub fn redact_access(access: &mut AccessInfo) {
     }
 }
 
+/// A class as it is recorded: the values of its secret parameters (`chapSecret`) replaced by
+/// [`REDACTED`] and sealed into `sealed`. A class already sealed is returned as it is.
+pub fn seal_class(secrets: &SecretBox, mut class: StorageClassConfig) -> StorageClassConfig {
+    if class.sealed.is_some() {
+        return class;
+    }
+    let mut clear = BTreeMap::new();
+    for (name, value) in class.parameters.iter_mut() {
+        if StorageClassConfig::is_secret_parameter(name) {
+            clear.insert(
+                name.clone(),
+                Value::String(std::mem::replace(value, REDACTED.into())),
+            );
+        }
+    }
+    class.sealed = secrets.seal(&clear);
+    class
+}
+
+/// A recorded class's driver parameters with the sealed values put back (for the driver).
+pub fn class_parameters(
+    secrets: &SecretBox,
+    class: &StorageClassConfig,
+) -> Result<BTreeMap<String, String>, SecretError> {
+    let mut out = class.parameters.clone();
+    if let Some(sealed) = &class.sealed {
+        for (name, value) in secrets.unseal(sealed)? {
+            if let Value::String(v) = value {
+                out.insert(name, v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a recorded (sealed) class says the same as a class given in clear.
+pub fn class_unchanged(
+    secrets: &SecretBox,
+    recorded: &StorageClassConfig,
+    given: &StorageClassConfig,
+) -> bool {
+    let strip = |c: &StorageClassConfig| StorageClassConfig {
+        parameters: BTreeMap::new(),
+        sealed: None,
+        ..c.clone()
+    };
+    if strip(recorded) != strip(given) {
+        return false;
+    }
+    let opened = class_parameters(secrets, recorded);
+    let given = class_parameters(secrets, given);
+    matches!((opened, given), (Ok(a), Ok(b)) if a == b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn class_secrets_are_sealed_and_opened() {
+        let sb = SecretBox::from_key([3; 32]);
+        let given = StorageClassConfig::from_json(
+            br#"{"name":"nx","parameters":{"volumeGroup":"tank/a","chapSecret":"canary-chap-42"}}"#,
+        )
+        .unwrap();
+        let recorded = seal_class(&sb, given.clone());
+        assert_eq!(recorded.parameters["chapSecret"], REDACTED);
+        assert_eq!(recorded.parameters["volumeGroup"], "tank/a");
+        let bytes = bincode::encode_to_vec(&recorded, bincode::config::standard()).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("canary-chap-42"));
+        assert!(
+            !serde_json::to_string(&given)
+                .unwrap()
+                .contains("canary-chap-42")
+        );
+        let opened = class_parameters(&sb, &recorded).unwrap();
+        assert_eq!(opened["chapSecret"], "canary-chap-42");
+        assert!(class_unchanged(&sb, &recorded, &given));
+        let mut other = given.clone();
+        other
+            .parameters
+            .insert("chapSecret".into(), "another-secret-1".into());
+        assert!(!class_unchanged(&sb, &recorded, &other));
+        assert_eq!(seal_class(&sb, recorded.clone()), recorded);
+    }
 
     #[test]
     fn split_and_merge_round_trip() {

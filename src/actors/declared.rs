@@ -248,7 +248,11 @@ impl Core {
                     Ok(n) => report.classes_added.push(n),
                     Err(e) => report.errors.push(format!("storage class {name}: {e}")),
                 },
-                Some(old) if old == config => report.classes_unchanged.push(name.clone()),
+                Some(old)
+                    if crate::secrets::class_unchanged(&self.shared.secrets, &old, &config) =>
+                {
+                    report.classes_unchanged.push(name.clone())
+                }
                 Some(_) => {
                     self.update_class_locked(ctx, config, compiled).await?;
                     report.classes_updated.push(name.clone());

@@ -173,6 +173,9 @@ pub struct StorageClassConfigDoc {
     /// Also read as `requiredStorage` (Trident 17.x).
     additional_storage_pools: Option<BTreeMap<String, Vec<String>>>,
     exclude_storage_pools: Option<BTreeMap<String, Vec<String>>>,
+    /// Driver parameters (e.g. NexentaStor's `volumeGroup`, `chapSecret`): passed to the
+    /// driver of the chosen pool, never matched; secret ones are shown as `<redacted>`.
+    parameters: Option<BTreeMap<String, String>>,
 }
 
 /// What a pool offers for one attribute: `{"offer":true}`, `{"offer":["ssd"]}` or

@@ -126,7 +126,10 @@ pub struct CreateRequest {
     pub size_bytes: u64,
     /// The volume config (options such as snapshotPolicy, unixPermissions, encryption).
     pub config: VolumeConfig,
-    /// The storage class's attribute requests (e.g. provisioningType thin → no space reserve).
+    /// The storage class's attribute requests (e.g. provisioningType thin → no space reserve),
+    /// and its driver parameters as strings, secrets in clear (the driver's own, declared in
+    /// `model::storage_class::driver_parameters`; placement only picks pools whose driver
+    /// takes them).
     pub requests: BTreeMap<String, Request>,
 }
 

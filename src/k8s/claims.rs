@@ -295,6 +295,10 @@ async fn create_volume(
             return Ok(None);
         }
     };
+    if let Some(why) = refuse_block(pvc, class, ctx) {
+        fail(pvc, ctx, true, why).await;
+        return Ok(None);
+    }
     let (protocol, size) = (wanted.protocol(), wanted.size_bytes());
     match ctx.core.add_volume(&request(pvc), wanted).await {
         Ok(v) => Ok(Some(v)),
@@ -320,6 +324,22 @@ async fn create_volume(
             Err(e.into())
         }
     }
+}
+
+/// Why a raw block claim cannot be provisioned in its class (none of the class's backends
+/// serves block), if it cannot.
+fn refuse_block(pvc: &PersistentVolumeClaim, class: &FrontendClass, ctx: &Ctx) -> Option<String> {
+    if !super::block::wants_block(pvc).unwrap_or(false) {
+        return None;
+    }
+    let view = ctx.core.get_storage_class(&class.config.name).ok()?;
+    let backends: Vec<(String, crate::model::Protocol)> = view
+        .pools
+        .keys()
+        .filter_map(|b| ctx.core.get_backend(b).ok())
+        .map(|b| (b.name, b.protocol))
+        .collect();
+    super::block::refuse_class(&class.config.name, &backends)
 }
 
 /// `; pools not used: backend/pool: reason, …; …` for every pool of every backend that a

@@ -3,6 +3,7 @@
 //! (docs/trident-contract.md#kubernetes-frontend). The only module that imports kube.
 //!
 //! - `translate`: pure translations (StorageClass → class, PVC → volume config, volume → PV).
+//! - `block`: raw block claims (`volumeMode: Block`), for iSCSI volumes only.
 //! - `classes`: the StorageClass watcher, on every replica (keeps standbys warm).
 //! - `claims`, `volumes`: the PVC and PV controllers (kube-runtime `Controller`s, with
 //!   per-object retry and backoff), run only by the holder of the Lease (`lease`).
@@ -11,6 +12,7 @@
 //!
 //! Everything goes through [`Core`]; nothing here writes storch state directly.
 
+pub mod block;
 mod claims;
 mod classes;
 mod lease;

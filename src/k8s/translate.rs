@@ -213,11 +213,20 @@ pub fn volume_config(
             format!("annotation {ANNOTATION_PREFIX}protocol: {p:?} is not file, block or empty")
         })?,
     };
-    let file_system = annotation(pvc, "fileSystem")
-        .filter(|f| !f.is_empty())
-        .map(str::to_string)
-        .or_else(|| class.fs_type.clone())
-        .unwrap_or_else(|| DEFAULT_FS.to_string());
+    // A raw block claim asks for a block volume and has no file system.
+    let block = super::block::wants_block(pvc)?;
+    let protocol = match block {
+        true => super::block::protocol(protocol)?,
+        false => protocol,
+    };
+    let file_system = match block {
+        true => String::new(),
+        false => annotation(pvc, "fileSystem")
+            .filter(|f| !f.is_empty())
+            .map(str::to_string)
+            .or_else(|| class.fs_type.clone())
+            .unwrap_or_else(|| DEFAULT_FS.to_string()),
+    };
     let split = ann("splitOnClone");
     if !split.is_empty() && split.parse::<bool>().is_err() {
         return Err(format!(
@@ -281,7 +290,11 @@ pub fn persistent_volume(
     volume: &Provisioned<'_>,
 ) -> Result<PersistentVolume, String> {
     let access = &volume.config.access_information;
-    let fs_type = Some(volume.config.file_system.clone()).filter(|f| !f.is_empty());
+    let block = super::block::wants_block(pvc)?;
+    if block {
+        super::block::check_attachment(attachment(volume.driver, access), volume.driver)?;
+    }
+    let fs_type = Some(volume.config.file_system.clone()).filter(|f| !f.is_empty() && !block);
     let mut spec = PersistentVolumeSpec::default();
     let nfs = || {
         Some(NFSVolumeSource {

@@ -11,9 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::attributes::{clip, json_kind};
-use super::{PoolInfo, Request};
+use super::{PoolInfo, Request, Sealed};
 
+mod codec;
+pub mod driver_parameters;
 mod parameters;
+pub use driver_parameters::{DriverParameter, ParamKind};
 pub use parameters::{ClassParameters, class_from_parameters};
 
 /// `backend regex → [pool regex]`, as in `storagePools`, `additionalStoragePools`,
@@ -22,7 +25,9 @@ pub type PoolSelector = BTreeMap<String, Vec<String>>;
 
 /// A storage class as clients send and receive it. `attributes` hold typed requests, written
 /// back as strings; `requiredStorage` is read as an alias of `additionalStoragePools`.
-#[derive(Debug, Clone, PartialEq, Default, bincode::Encode, bincode::Decode)]
+/// `parameters` are driver parameters ([`driver_parameters`]): passed to the driver, never
+/// matched against offers. Its bincode form is schema 1's (see `codec`).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct StorageClassConfig {
     pub version: String,
     pub name: String,
@@ -30,6 +35,11 @@ pub struct StorageClassConfig {
     pub storage_pools: PoolSelector,
     pub additional_storage_pools: PoolSelector,
     pub exclude_storage_pools: PoolSelector,
+    /// Driver parameters by name. In a recorded class, secret ones show
+    /// [`driver_parameters::REDACTED`] and their values are in `sealed`.
+    pub parameters: BTreeMap<String, String>,
+    /// The secret parameters' values, sealed (`crate::secrets::seal_class`).
+    pub sealed: Option<Sealed>,
 }
 
 /// The JSON keys of the three pool lists, as they appear in errors.
@@ -84,6 +94,8 @@ impl StorageClassConfig {
         };
         let exclude_storage_pools =
             take_selector(EXCLUDE_STORAGE_POOLS, take(EXCLUDE_STORAGE_POOLS))?;
+        let parameters = take_parameters(take("parameters"))?;
+        driver_parameters::check_parameters(&parameters, backend_type(&attributes))?;
         Ok(StorageClassConfig {
             version: if version.is_empty() {
                 "1".to_string()
@@ -95,8 +107,39 @@ impl StorageClassConfig {
             storage_pools,
             additional_storage_pools,
             exclude_storage_pools,
+            parameters,
+            sealed: None,
         })
     }
+
+    /// Whether a parameter's value is secret (sealed in events, redacted in output).
+    pub fn is_secret_parameter(name: &str) -> bool {
+        driver_parameters::is_secret_parameter(name)
+    }
+}
+
+/// The driver a class asks for with `backendType`, if any.
+fn backend_type(attributes: &BTreeMap<String, Request>) -> Option<&str> {
+    match attributes.get("backendType") {
+        Some(Request::String(d)) => Some(d),
+        _ => None,
+    }
+}
+
+/// `{"<parameter>":"<string>"}`: driver parameters, every value a JSON string.
+fn take_parameters(value: Option<Value>) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for (name, v) in take_object("parameters", value)? {
+        let Value::String(s) = v else {
+            return Err(format!(
+                "parameters.{} must be a JSON string, got {}",
+                clip(&name),
+                json_kind(&v)
+            ));
+        };
+        out.insert(name, s);
+    }
+    Ok(out)
 }
 
 fn take_string(key: &str, value: Option<Value>) -> Result<String, String> {
@@ -185,6 +228,8 @@ struct ClassOut<'a> {
     additional_storage_pools: BTreeMap<&'a str, Vec<&'a str>>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     exclude_storage_pools: BTreeMap<&'a str, Vec<&'a str>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    parameters: BTreeMap<&'a str, &'a str>,
 }
 
 fn selector_out(sel: &PoolSelector) -> BTreeMap<&str, Vec<&str>> {
@@ -214,6 +259,19 @@ impl Serialize for StorageClassConfig {
             storage_pools: selector_out(&self.storage_pools),
             additional_storage_pools: selector_out(&self.additional_storage_pools),
             exclude_storage_pools: selector_out(&self.exclude_storage_pools),
+            // Secret parameters never leave in clear, whatever the config holds.
+            parameters: self
+                .parameters
+                .iter()
+                .map(|(k, v)| {
+                    let v = if Self::is_secret_parameter(k) {
+                        driver_parameters::REDACTED
+                    } else {
+                        v.as_str()
+                    };
+                    (k.as_str(), v)
+                })
+                .collect(),
         }
         .serialize(s)
     }
@@ -344,6 +402,12 @@ pub enum PoolVerdict {
     },
     /// `storagePools` is set and the pool is not in it.
     NotInStoragePools,
+    /// The pool's driver does not take a class parameter, or the parameter selects another
+    /// pool: (parameter, why).
+    ParameterRefused {
+        parameter: String,
+        reason: String,
+    },
 }
 
 impl PoolVerdict {
@@ -383,6 +447,9 @@ impl fmt::Display for PoolVerdict {
                 )
             }
             PoolVerdict::NotInStoragePools => f.write_str("not listed in storagePools"),
+            PoolVerdict::ParameterRefused { parameter, reason } => {
+                write!(f, "parameters.{parameter}: {reason}")
+            }
         }
     }
 }
@@ -417,6 +484,21 @@ impl CompiledClass {
         // 1. Excluded pools never match.
         if self.exclude_storage_pools.matches(backend, &pool.name) {
             return PoolVerdict::Excluded;
+        }
+        // 1b. The pool's driver must take every driver parameter, and a parameter that
+        // selects a pool must name this one.
+        if !self.config.parameters.is_empty() {
+            let driver = match pool.offers.get("backendType") {
+                Some(super::Offer::Strings(d)) if d.len() == 1 => d.iter().next(),
+                _ => None,
+            };
+            if let Some((parameter, reason)) = driver_parameters::pool_refusal(
+                &self.config.parameters,
+                driver.map(String::as_str),
+                &pool.name,
+            ) {
+                return PoolVerdict::ParameterRefused { parameter, reason };
+            }
         }
         // 2. Additional pools always match; a class made only of them matches nothing else.
         if !self.additional_storage_pools.is_empty() {

@@ -64,6 +64,7 @@ impl Core {
                 "storage class {name} already exists"
             )));
         }
+        let config = crate::secrets::seal_class(&self.shared.secrets, config);
         let ev = Event::class(&name, StorageClassEvent::Added { config });
         self.shared.append(&ctx.request_id, vec![ev]).await?;
         class::start(&self.shared, &name, compiled);
@@ -78,6 +79,7 @@ impl Core {
         compiled: Arc<CompiledClass>,
     ) -> Result<(), CoreError> {
         let name = config.name.clone();
+        let config = crate::secrets::seal_class(&self.shared.secrets, config);
         let ev = Event::class(&name, StorageClassEvent::Updated { config });
         self.shared.append(&ctx.request_id, vec![ev]).await?;
         class::start(&self.shared, &name, compiled);

@@ -260,18 +260,20 @@ fn planned_volume(
             config: config.clone(),
         }));
     }
-    let requests = if config.storage_class.is_empty() {
-        Default::default()
-    } else {
-        shared
-            .projection
-            .read(|s| {
-                s.classes
-                    .get(&config.storage_class)
-                    .map(|c| c.attributes.clone())
-            })
-            .unwrap_or_default()
-    };
+    let class = shared
+        .projection
+        .read(|s| s.classes.get(&config.storage_class).cloned())
+        .unwrap_or_default();
+    // The class's driver parameters go to the driver with its attribute requests (their
+    // names never collide: a parameter is never a registered attribute).
+    let parameters = crate::secrets::class_parameters(&shared.secrets, &class)
+        .map_err(|e| DriverError::Other(format!("storage class {}: {e}", class.name)))?;
+    let mut requests = class.attributes;
+    requests.extend(
+        parameters
+            .into_iter()
+            .map(|(k, v)| (k, crate::model::Request::String(v))),
+    );
     Ok(PlannedVolume::Create(CreateRequest {
         internal_name,
         pool: pool.pool.clone(),

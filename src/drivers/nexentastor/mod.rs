@@ -3,6 +3,7 @@
 //!
 //! Files:
 //! - `mod.rs`: the driver, discovery (one pool per volume group) and the trait impl.
+//! - `publish.rs`: per-host access (a host group per node, a LUN mapping to it).
 //! - `volumes.rs`: zvols, LUN mappings (fixed or dynamic targets), snapshots, clones and the
 //!   iSCSI access info.
 //! - `config.rs`: the backend config (the seed's keys) and the seed's map file.
@@ -16,6 +17,7 @@
 
 pub mod client;
 pub mod config;
+pub mod publish;
 mod volumes;
 pub mod wire;
 
@@ -33,7 +35,7 @@ use self::volumes::CLONE_SNAPSHOT_PREFIX;
 use self::wire::{VolumeGroup, item};
 use super::{
     Attachment, CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult,
-    PlannedVolume, SnapshotInfo, StorageDriver, VolumeInfo,
+    HostAccess, PlannedVolume, PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
@@ -464,6 +466,22 @@ impl StorageDriver for NexentaDriver {
             }
         }
         Ok(out)
+    }
+
+    fn needs_publish(&self) -> bool {
+        true
+    }
+
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        self.grant(internal_name, host).await
+    }
+
+    async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
+        self.revoke(internal_name, host).await
     }
 
     async fn access_info(&self, internal_name: &str) -> DriverResult<AccessInfo> {

@@ -291,7 +291,11 @@ fn the_example_map_file_is_a_config_file() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("backend.json")).unwrap()).unwrap();
     let built = crate::drivers::build_driver(&doc).unwrap();
     assert_eq!(built.common.backend_name.as_deref(), Some("nexstor-1"));
-    for class in ["storage-class-thin.json", "storage-class-thick.json"] {
+    for class in [
+        "storage-class-thin.json",
+        "storage-class-thick.json",
+        "storage-class-chap.json",
+    ] {
         let text = std::fs::read(dir.join(class)).unwrap();
         crate::model::StorageClassConfig::from_json(&text).unwrap();
     }
@@ -362,4 +366,44 @@ fn built_through_the_registry() {
     let secrets = crate::secrets::split(&mut doc);
     assert!(secrets.contains_key("/password") && secrets.contains_key("/chapSecret"));
     assert!(!doc.to_string().contains("canary"));
+}
+
+/// Every class parameter the model declares for this driver changes its setting, and a
+/// class's values override the backend's defaults.
+#[test]
+fn the_declared_class_parameters_override_the_defaults() {
+    let cfg = NexentaConfig::parse(&with(json!({"volumeGroups": ["tank/b"]}))).unwrap();
+    let declared = crate::model::storage_class::driver_parameters::parameters_of(DRIVER_NAME);
+    let sample = |name: &str| match name {
+        "volumeGroup" => "tank/b",
+        "dataIp" => "192.0.2.99",
+        "targetGroup" => "tg-class",
+        "target" => "iqn.2005-07.com.nexenta:01:class",
+        "hostGroup" => "hg-class",
+        "sparseVolume" | "dynamicTargetLunAllocation" => "false",
+        "numOfLunsPerTarget" => "7",
+        "useChapAuth" => "true",
+        "chapUser" => "class-user",
+        "chapSecret" => "class-secret-123",
+        other => panic!("no sample for {other}: add one"),
+    };
+    let requests: BTreeMap<String, Request> = declared
+        .iter()
+        .map(|p| (p.name.to_string(), Request::String(sample(p.name).into())))
+        .collect();
+    let s = cfg.settings("tank/b", &requests).unwrap();
+    assert_eq!(s.volume_group, "tank/b");
+    assert_eq!(s.data_ip, "192.0.2.99");
+    assert_eq!(
+        (s.target_group.as_str(), s.target.as_str()),
+        ("tg-class", "iqn.2005-07.com.nexenta:01:class")
+    );
+    assert_eq!(s.host_group, "hg-class");
+    assert!(!s.sparse && !s.dynamic && s.use_chap);
+    assert_eq!(s.luns_per_target, 7);
+    assert_eq!(s.chap_user, "class-user");
+    assert_eq!(
+        s.chap_secret.as_ref().map(|x| x.expose()),
+        Some("class-secret-123")
+    );
 }

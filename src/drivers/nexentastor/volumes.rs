@@ -32,12 +32,12 @@ pub fn rounded(size: u64) -> u64 {
 const PROMOTE_RETRIES: usize = 3;
 
 /// A driver-side error wrapped from the appliance's, keeping its message.
-fn nef(e: NefError) -> DriverError {
+pub(super) fn nef(e: NefError) -> DriverError {
     e.into_driver()
 }
 
 /// `Ok` for `ENOENT`, the error otherwise.
-fn gone_ok(r: Result<(), NefError>) -> Result<(), NefError> {
+pub(super) fn gone_ok(r: Result<(), NefError>) -> Result<(), NefError> {
     match r {
         Err(e) if e.is_not_found() => Ok(()),
         other => other,
@@ -149,6 +149,13 @@ impl NexentaDriver {
             }
         }
         self.drop_empty_dynamic(&mappings).await;
+        for m in &mappings {
+            if m.host_group.starts_with(super::publish::HOST_GROUP_PREFIX)
+                && let Err(e) = self.drop_host_group(&m.host_group).await
+            {
+                tracing::warn!(group = %m.host_group, error = %e, "cannot delete a host's group");
+            }
+        }
         Ok(())
     }
 

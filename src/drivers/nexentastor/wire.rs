@@ -173,6 +173,9 @@ pub struct TargetGroup {
 #[derive(Debug, Clone, Deserialize)]
 pub struct HostGroup {
     pub name: String,
+    /// Initiator names (an initiator belongs to one host group at most).
+    #[serde(default)]
+    pub members: Vec<String>,
 }
 
 /// `san/lunMappings` item.

@@ -26,13 +26,15 @@ pub struct ClassParameters {
 }
 
 /// Reads `parameters` as the class `name`: every key is an attribute request, except `fsType`
-/// (kept apart) and the pool lists. The class is validated and its pool patterns compiled
+/// (kept apart), the pool lists and the driver parameters (`volumeGroup`, `chapSecret`, …:
+/// `super::driver_parameters`), which are passed to the driver and never matched. The class is validated and its pool patterns compiled
 /// here; errors name the parameter (`parameters.<key>: …`).
 pub fn class_from_parameters<'a>(
     name: &str,
     parameters: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Result<ClassParameters, String> {
     let mut attributes = Map::new();
+    let mut driver_params = Map::new();
     let mut doc = Map::new();
     let mut fs_type = None;
     for (key, value) in parameters {
@@ -41,11 +43,14 @@ pub fn class_from_parameters<'a>(
         } else if POOL_LIST_KEYS.contains(&key.as_str()) {
             let list = pool_list(value).map_err(|e| format!("parameters.{key}: {e}"))?;
             doc.insert(key.clone(), list);
+        } else if super::driver_parameters::is_driver_parameter(key) {
+            driver_params.insert(key.clone(), Value::String(value.clone()));
         } else {
             attributes.insert(key.clone(), Value::String(value.clone()));
         }
     }
     doc.insert("version".into(), json!("1"));
+    doc.insert("parameters".into(), Value::Object(driver_params));
     doc.insert("name".into(), json!(name));
     doc.insert("attributes".into(), Value::Object(attributes));
     let config = StorageClassConfig::from_value(Value::Object(doc))
@@ -101,10 +106,36 @@ mod tests {
             ("storagePools", "b1:p1,p2;b2:p3"),
         ]);
         let c = class_from_parameters("gold", &p).unwrap();
+        assert!(c.config.parameters.is_empty());
         assert_eq!(c.fs_type.as_deref(), Some("xfs"));
         assert_eq!(c.config.name, "gold");
         assert!(c.config.attributes.contains_key("media"));
         assert_eq!(c.config.attributes.len(), 1);
+    }
+
+    #[test]
+    fn driver_parameters_are_kept_apart() {
+        let p = params(&[
+            ("backendType", "nexentastor-iscsi"),
+            ("volumeGroup", "tank/a"),
+            ("chapSecret", "canary-secret-1"),
+        ]);
+        let c = class_from_parameters("nx", &p).unwrap();
+        assert_eq!(c.config.attributes.len(), 1);
+        assert_eq!(c.config.parameters["volumeGroup"], "tank/a");
+        assert_eq!(c.config.parameters["chapSecret"], "canary-secret-1");
+        let wrong = params(&[("backendType", "ontap-nas"), ("volumeGroup", "tank/a")]);
+        let e = class_from_parameters("nx", &wrong).unwrap_err();
+        assert!(
+            e.contains("parameters.volumeGroup") && e.contains("ontap-nas"),
+            "{e}"
+        );
+        let short = params(&[("chapSecret", "short")]);
+        let e = class_from_parameters("nx", &short).unwrap_err();
+        assert!(
+            e.contains("parameters.chapSecret") && !e.contains("short\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The Kubernetes frontend: the fake API server itself, the frontend in-process against it,
-//! SolidFire and E-Series volumes through it (iSCSI PVs, CHAP Secrets), and the real binary
+//! SolidFire, E-Series and NexentaStor volumes through it (iSCSI PVs, CHAP Secrets, raw block),
+//! and the real binary
 //! against it.
 
 mod e2e;
 mod eseries;
 mod fake_api;
 mod frontend;
+mod nexentastor;
 mod solidfire;

@@ -28,7 +28,7 @@ fn write_map(path: &Path, sim: &NexentaSim) {
     std::fs::write(path, text).unwrap();
 }
 
-fn contains_bytes(dir: &Path, needle: &[u8]) -> Vec<String> {
+pub(super) fn contains_bytes(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
     for entry in walk(dir) {
         if let Ok(bytes) = std::fs::read(&entry)

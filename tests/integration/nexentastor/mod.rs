@@ -7,9 +7,12 @@
 //! pair failing over mid-run, tokens expiring, adoption (`driver`).
 
 mod canned;
+mod classes;
 mod conformance;
+mod crash;
 mod driver;
 mod e2e;
+mod publish;
 mod san;
 mod sim;
 mod storage;

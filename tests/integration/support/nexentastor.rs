@@ -211,3 +211,32 @@ impl NexentaSim {
         resp.json().await.expect("JSON")
     }
 }
+
+impl NexentaSim {
+    /// Every zvol under the volume group `vg` (paged at 50), by name within it: the crash
+    /// test's view of the array.
+    pub async fn zvols(&self, vg: &str) -> std::collections::BTreeSet<String> {
+        self.collect(&format!("/storage/volumes?parent={}&fields=path", esc(vg)))
+            .await
+            .iter()
+            .filter_map(|z| z["path"].as_str())
+            .filter_map(|p| p.strip_prefix(&format!("{vg}/")).map(str::to_string))
+            .collect()
+    }
+
+    /// Every item of a collection, paged at 50 with `limit`/`offset`.
+    pub async fn collect(&self, path: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let page = format!("{path}&limit=50&offset={}", out.len());
+            let (s, v) = self.request("GET", &page, None).await;
+            assert_eq!(s, 200, "{page}: {v}");
+            let items = v["data"].as_array().cloned().unwrap_or_default();
+            let n = items.len();
+            out.extend(items);
+            if n < 50 {
+                return out;
+            }
+        }
+    }
+}

@@ -7,8 +7,11 @@
 //! its own `chapUser`/`chapSecret` (optional) are for mutual CHAP. Group members must exist (targets) or be node names
 //! (initiators). `All` is the built-in host or target group of every initiator or target.
 //! A LUN mapping ties a zvol to a target group and a host group; without `lun` the appliance
-//! picks the lowest number no mapping of an overlapping target group uses. A target in a
-//! group, or a group in a mapping, cannot be deleted (EBUSY).
+//! picks the lowest number no mapping of an overlapping target group uses. A volume has at
+//! most one mapping per reach: a second one whose target group and host group both overlap
+//! an existing one's (equal, or `All`) is EEXIST. An initiator is a member of one host group
+//! at most (EEXIST naming the other group). A target in a group, or a group in a mapping,
+//! cannot be deleted (EBUSY).
 
 use serde_json::{Value, json};
 
@@ -266,8 +269,14 @@ impl Kind {
         }
     }
 
-    /// The `members` of `f`, checked: existing targets, or iSCSI names; none twice.
-    fn members(self, a: &Appliance, f: &Fields<'_>) -> Result<Option<Vec<String>>, Fail> {
+    /// The `members` of `f` for the group `group`, checked: existing targets, or iSCSI names
+    /// in no other host group; none twice.
+    fn members(
+        self,
+        a: &Appliance,
+        group: &str,
+        f: &Fields<'_>,
+    ) -> Result<Option<Vec<String>>, Fail> {
         let Some(list) = f.opt_strs("members")? else {
             return Ok(None);
         };
@@ -276,7 +285,19 @@ impl Kind {
                 Kind::Targets if !a.targets.contains_key(*m) => {
                     return Err(not_found("target", m));
                 }
-                Kind::Hosts => check_node_name("member", m)?,
+                Kind::Hosts => {
+                    check_node_name("member", m)?;
+                    if let Some((other, _)) = a
+                        .host_groups
+                        .iter()
+                        .find(|(n, ms)| n.as_str() != group && ms.iter().any(|x| x == m))
+                    {
+                        return Err(exists(
+                            "host group member",
+                            &format!("{m} (in host group {other})"),
+                        ));
+                    }
+                }
                 _ => {}
             }
             if list[..i].contains(m) {
@@ -315,7 +336,7 @@ fn create_group(ctx: &mut Ctx<'_>, req: &Req<'_>, kind: Kind) -> R {
     if kind.groups(ctx.a).contains_key(name) {
         return Err(exists(kind.what(), name));
     }
-    let members = kind.members(ctx.a, &f)?.unwrap_or_default();
+    let members = kind.members(ctx.a, name, &f)?.unwrap_or_default();
     kind.groups(ctx.a).insert(name.to_string(), members);
     ctx.dirty = true;
     created()
@@ -328,7 +349,7 @@ fn update_group(ctx: &mut Ctx<'_>, req: &Req<'_>, kind: Kind) -> R {
     if !kind.groups(ctx.a).contains_key(name) {
         return Err(not_found(kind.what(), name));
     }
-    if let Some(m) = kind.members(ctx.a, &f)? {
+    if let Some(m) = kind.members(ctx.a, name, &f)? {
         kind.groups(ctx.a).insert(name.to_string(), m);
         ctx.dirty = true;
     }
@@ -440,11 +461,18 @@ pub(super) fn create_lun_mapping(ctx: &mut Ctx<'_>, req: &Req<'_>) -> R {
     if !Appliance::is_all(hg) && !a.host_groups.contains_key(hg) {
         return Err(not_found("host group", hg));
     }
-    if a.lun_mappings
+    if let Some(m) = a
+        .lun_mappings
         .values()
-        .any(|m| m.volume == volume && m.target_group == tg && m.host_group == hg)
+        .find(|m| m.volume == volume && overlap(&m.target_group, tg) && overlap(&m.host_group, hg))
     {
-        return Err(exists("LUN mapping", &format!("{volume} to {tg} for {hg}")));
+        return Err(exists(
+            "LUN mapping",
+            &format!(
+                "{volume} to {tg} for {hg} (it is mapped to {} for {})",
+                m.target_group, m.host_group
+            ),
+        ));
     }
     let used: Vec<u32> = a
         .lun_mappings
