@@ -124,8 +124,10 @@ impl RestClient {
         Ok(url)
     }
 
-    /// Sends one request, retrying what the busy class allows; any non-2xx is an error.
-    /// Returns the status and the body (`null` when empty).
+    /// Sends one request, retrying transport and HTTP failures that mean it was not
+    /// processed; any non-2xx is an error. Busy answers in an error body are retried by
+    /// [`Self::change_retrying_busy`] only, so that retries never nest. Returns the status and
+    /// the body (`null` when empty).
     pub async fn send(
         &self,
         method: Method,
@@ -133,7 +135,8 @@ impl RestClient {
         body: Option<&Value>,
     ) -> Result<(u16, Value), OntapError> {
         let what = format!("{method} {}", req.describe());
-        http::retry(&self.retry, &what, OntapError::is_retryable, || {
+        let unprocessed = |e: &OntapError| e.is_retryable() && e.rest_code().is_none();
+        http::retry(&self.retry, &what, unprocessed, || {
             self.send_once(method.clone(), req, body, &what)
         })
         .await
