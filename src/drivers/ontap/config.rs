@@ -459,6 +459,8 @@ mod tests {
         assert_eq!(c.defaults.unix_permissions, "---rwxrwxrwx");
         assert_eq!(c.prefix, "trident_");
         assert_eq!(c.igroup_name, "trident");
+        assert!(!c.per_node_igroups);
+        assert_eq!(c.igroup_base, "storch");
         assert!(c.tls.verify);
         assert_eq!(c.svm, None);
         assert_eq!(c.data_lif, None);

@@ -345,6 +345,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn node_igroups_fit_ontaps_names() {
+        assert_eq!(node_igroup("storch", "worker-1"), "storch-worker-1");
+        let long = "n".repeat(200);
+        let a = node_igroup("storch", &long);
+        let b = node_igroup("storch", &format!("{long}x"));
+        assert!(
+            a.len() <= MAX_IGROUP_NAME && b.len() <= MAX_IGROUP_NAME,
+            "{a}"
+        );
+        assert_ne!(a, b, "nodes sharing a long prefix keep their own igroups");
+        assert!(a.starts_with("storch-nnn"));
+        assert_eq!(a, node_igroup("storch", &long), "stable");
+    }
+
+    #[test]
     fn flexvol_holds_the_rounded_lun_its_headroom_and_the_snapshot_reserve() {
         const GIB: u64 = 1 << 30;
         // ONTAP's 1 GiB LUN (1,077,511,680 bytes) plus 10 % fits outside a 10 % reserve.

@@ -3,6 +3,7 @@
 //! the recovery queue, and the real binary end to end.
 
 mod adopt;
+mod bench;
 mod conformance;
 mod drivers;
 mod e2e;
