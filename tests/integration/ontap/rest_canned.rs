@@ -242,6 +242,48 @@ async fn paging_follows_next_links_and_reads_only_the_fields_used() {
     );
 }
 
+/// A page ONTAP ended early holds no records yet links on: the list goes on to the end (a
+/// list that stopped there would miss volumes, e.g. in orphan and drift checks); an empty page
+/// linking to itself is an error, not a loop.
+#[tokio::test]
+async fn empty_pages_that_link_on_are_followed_to_the_end() {
+    let c = canned(
+        0,
+        Box::new(|s, _| {
+            let page = |records: Value, next: Option<&str>| {
+                let mut p = json!({"records": records,
+                    "num_records": records.as_array().unwrap().len()});
+                if let Some(n) = next {
+                    p["_links"] = json!({"next": {"href": n}});
+                }
+                (200, p)
+            };
+            match (s.path.as_str(), s.param("start").as_deref()) {
+                ("/api/svm/svms", _) => svms(),
+                ("/api/storage/luns", None) if s.param("name").as_deref() == Some("/vol/loop*") => {
+                    page(json!([]), Some("/api/storage/luns?start=loop"))
+                }
+                ("/api/storage/luns", Some("loop")) => {
+                    page(json!([]), Some("/api/storage/luns?start=loop"))
+                }
+                ("/api/storage/luns", None) => page(json!([]), Some("/api/storage/luns?start=1")),
+                ("/api/storage/luns", Some("1")) => page(
+                    json!([{"name": "/vol/trident_a/lun0", "space": {"size": 5}}]),
+                    Some("/api/storage/luns?start=2"),
+                ),
+                ("/api/storage/luns", Some("2")) => page(json!([]), None),
+                _ => error(404, "4", "no such path"),
+            }
+        }),
+    )
+    .await;
+    let client = c.client(json!({}));
+    let luns = client.luns("svm1", "/vol/trident_*").await.unwrap();
+    assert_eq!(luns.get("/vol/trident_a/lun0"), Some(&5));
+    let e = client.luns("svm1", "/vol/loop*").await.unwrap_err();
+    assert!(e.to_string().contains("links to itself"), "{e}");
+}
+
 /// Answers a volume create whose job reports `final_state` after one `running` poll.
 fn volume_create_server(final_job: Value) -> Answer {
     let polls = Arc::new(AtomicUsize::new(0));
