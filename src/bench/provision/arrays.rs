@@ -108,31 +108,6 @@ fn ontap_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) -> Value {
     doc
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ontap_api_is_pinned_when_asked() {
-        assert_eq!(ontap_api(None), Ok(None));
-        assert_eq!(ontap_api(Some("auto")), Ok(None));
-        assert_eq!(ontap_api(Some("rest")), Ok(Some("rest".into())));
-        assert_eq!(ontap_api(Some("zapi")), Ok(Some("zapi".into())));
-        assert!(
-            ontap_api(Some("REST2"))
-                .unwrap_err()
-                .contains("STORCH_BENCH_ONTAP_API")
-        );
-        let mut t: ArrayTarget = "ontap=127.0.0.1:1".parse().unwrap();
-        t.ontap_api = None;
-        assert!(backend_doc(0, &t, 4, "r").get("useREST").is_none());
-        t.ontap_api = Some("rest".into());
-        assert_eq!(backend_doc(0, &t, 4, "r")["useREST"], true);
-        t.ontap_api = Some("zapi".into());
-        assert_eq!(backend_doc(0, &t, 4, "r")["useREST"], false);
-    }
-}
-
 /// One solidfire-san backend per --backends, the arrays taken in turn. Element names are not
 /// unique, so each backend has a tenant account of its own for this run (created by the
 /// driver): a volume an earlier run left can never be taken for this run's. Its QoS types are
@@ -210,4 +185,29 @@ pub(super) async fn clean_up(docs: &[Value], concurrency: usize) -> Result<u64, 
         removed += volumes.len() as u64;
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ontap_api_is_pinned_when_asked() {
+        assert_eq!(ontap_api(None), Ok(None));
+        assert_eq!(ontap_api(Some("auto")), Ok(None));
+        assert_eq!(ontap_api(Some("rest")), Ok(Some("rest".into())));
+        assert_eq!(ontap_api(Some("zapi")), Ok(Some("zapi".into())));
+        assert!(
+            ontap_api(Some("REST2"))
+                .unwrap_err()
+                .contains("STORCH_BENCH_ONTAP_API")
+        );
+        let mut t: ArrayTarget = "ontap=127.0.0.1:1".parse().unwrap();
+        t.ontap_api = None;
+        assert!(backend_doc(0, &t, 4, "r").get("useREST").is_none());
+        t.ontap_api = Some("rest".into());
+        assert_eq!(backend_doc(0, &t, 4, "r")["useREST"], true);
+        t.ontap_api = Some("zapi".into());
+        assert_eq!(backend_doc(0, &t, 4, "r")["useREST"], false);
+    }
 }
