@@ -9,8 +9,8 @@
 //!   error type of both APIs.
 //! - `calls.rs`: `OntapApi` over ZAPI.
 //! - `rest.rs`: the REST transport (paging by `_links.next`, jobs, error bodies);
-//!   `rest_calls.rs`: `OntapApi` over REST; `rest_wire.rs`: its JSON, codes and the
-//!   REST-or-ZAPI choice.
+//!   `rest_calls.rs`: `OntapApi` over REST (`rest_san.rs`: its SAN lookups); `rest_wire.rs`:
+//!   its JSON, codes and the REST-or-ZAPI choice.
 //! - `wire.rs`: the driver's records and request specs (and their ZAPI encoding).
 //! - `discovery.rs`: the API choice, version, SVM, aggregates, LIFs, iSCSI target; the pools.
 //! - `flexvol.rs`: what the variants share (FlexVol specs, rollback, snapshots, FlexClones).
@@ -40,6 +40,7 @@ mod flexvol;
 mod nas;
 pub mod rest;
 mod rest_calls;
+mod rest_san;
 pub mod rest_wire;
 mod san;
 pub mod wire;
