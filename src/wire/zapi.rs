@@ -308,6 +308,8 @@ pub mod errno {
     pub const EDUPLICATEENTRY: u32 = 13130;
     pub const EAGGRDOESNOTEXIST: u32 = 14420;
     pub const EVOL_NOT_MOUNTED: u32 = 14716;
+    /// Not allowed for this vserver (e.g. a recovery-queue purge by an SVM user).
+    pub const EVSERVER_OP_NOT_ALLOWED: u32 = 14719;
     pub const ESIS_CLONE_NOT_LICENSED: u32 = 14956;
     pub const EOBJECTNOTFOUND: u32 = 15661;
     pub const EVSERVERNOTFOUND: u32 = 15698;

@@ -17,6 +17,22 @@ pub struct ArrayTarget {
     pub username: String,
     #[serde(skip)]
     pub password: String,
+    /// ONTAP only: the API the backends are pinned to (`useREST`), `rest` or `zapi`, from
+    /// `STORCH_BENCH_ONTAP_API`; `None` (unset or `auto`): each backend chooses by the array's
+    /// version, as Trident does (REST from ONTAP 9.15.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ontap_api: Option<String>,
+}
+
+/// `STORCH_BENCH_ONTAP_API`: `rest`, `zapi` or `auto` (the default).
+fn ontap_api(value: Option<&str>) -> Result<Option<String>, String> {
+    match value.map(str::trim) {
+        None | Some("" | "auto") => Ok(None),
+        Some(v @ ("rest" | "zapi")) => Ok(Some(v.to_string())),
+        Some(other) => Err(format!(
+            "STORCH_BENCH_ONTAP_API={other:?}: expected rest, zapi or auto"
+        )),
+    }
 }
 
 /// The array families `--target` takes, with the credentials their simulators default to.
@@ -31,7 +47,8 @@ impl std::str::FromStr for ArrayTarget {
 
     /// `ontap=HOST:PORT`, `solidfire=HOST:PORT` or `eseries=HOST:PORT`; credentials default
     /// to the simulator's (`admin` with `netapp123`, `solidfire123`, `eseries123`) and come
-    /// from `STORCH_BENCH_USERNAME` / `STORCH_BENCH_PASSWORD` when set.
+    /// from `STORCH_BENCH_USERNAME` / `STORCH_BENCH_PASSWORD` when set; ONTAP's API from
+    /// `STORCH_BENCH_ONTAP_API`.
     fn from_str(s: &str) -> Result<ArrayTarget, String> {
         let (family, address) = s.split_once('=').ok_or_else(|| {
             format!("--target {s:?} is not FAMILY=ADDR, e.g. ontap=127.0.0.1:8443")
@@ -47,11 +64,13 @@ impl std::str::FromStr for ArrayTarget {
             ));
         }
         let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        let api = ontap_api(std::env::var("STORCH_BENCH_ONTAP_API").ok().as_deref())?;
         Ok(ArrayTarget {
             family: family.into(),
             address: address.into(),
             username: env("STORCH_BENCH_USERNAME", username),
             password: env("STORCH_BENCH_PASSWORD", password),
+            ontap_api: api.filter(|_| family == "ontap"),
         })
     }
 }
@@ -70,14 +89,23 @@ pub(super) fn backend_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) ->
     match t.family.as_str() {
         "solidfire" => solidfire_doc(i, t, limit, run),
         "eseries" => eseries_doc(i, t, limit),
-        // One ontap-nas backend per --backends, each with its own prefix.
-        _ => json!({
-            "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
-            "managementLIF": t.address_of(i), "username": t.username, "password": t.password,
-            "tlsVerify": false, "storagePrefix": format!("bench{i}_{run}_"),
-            "concurrencyLimit": limit,
-        }),
+        _ => ontap_doc(i, t, limit, run),
     }
+}
+
+/// One ontap-nas backend per --backends, each with its own prefix; `useREST` as the target
+/// pins it.
+fn ontap_doc(i: usize, t: &ArrayTarget, limit: usize, run: &str) -> Value {
+    let mut doc = json!({
+        "version": 1, "storageDriverName": "ontap-nas", "backendName": format!("bench{i}"),
+        "managementLIF": t.address_of(i), "username": t.username, "password": t.password,
+        "tlsVerify": false, "storagePrefix": format!("bench{i}_{run}_"),
+        "concurrencyLimit": limit,
+    });
+    if let Some(api) = &t.ontap_api {
+        doc["useREST"] = json!(api == "rest");
+    }
+    doc
 }
 
 /// One solidfire-san backend per --backends, the arrays taken in turn. Element names are not
@@ -157,4 +185,29 @@ pub(super) async fn clean_up(docs: &[Value], concurrency: usize) -> Result<u64, 
         removed += volumes.len() as u64;
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ontap_api_is_pinned_when_asked() {
+        assert_eq!(ontap_api(None), Ok(None));
+        assert_eq!(ontap_api(Some("auto")), Ok(None));
+        assert_eq!(ontap_api(Some("rest")), Ok(Some("rest".into())));
+        assert_eq!(ontap_api(Some("zapi")), Ok(Some("zapi".into())));
+        assert!(
+            ontap_api(Some("REST2"))
+                .unwrap_err()
+                .contains("STORCH_BENCH_ONTAP_API")
+        );
+        let mut t: ArrayTarget = "ontap=127.0.0.1:1".parse().unwrap();
+        t.ontap_api = None;
+        assert!(backend_doc(0, &t, 4, "r").get("useREST").is_none());
+        t.ontap_api = Some("rest".into());
+        assert_eq!(backend_doc(0, &t, 4, "r")["useREST"], true);
+        t.ontap_api = Some("zapi".into());
+        assert_eq!(backend_doc(0, &t, 4, "r")["useREST"], false);
+    }
 }

@@ -57,8 +57,9 @@ pub struct ProvisionArgs {
     /// `storch-sim ontap --tls`), solidfire=MVIP:PORT (`storch-sim solidfire --tls`) or
     /// eseries=PROXY:PORT (`storch-sim eseries --tls`), or
     /// FAMILY=HOST:PORT,HOST:PORT,… to spread the backends over several arrays (credentials
-    /// from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD, default the simulator's). The
-    /// volumes the run made are removed from the arrays afterwards.
+    /// from STORCH_BENCH_USERNAME/STORCH_BENCH_PASSWORD, default the simulator's; ONTAP's API
+    /// from STORCH_BENCH_ONTAP_API=rest|zapi|auto). The volumes the run made are removed from
+    /// the arrays afterwards.
     #[arg(long, value_name = "FAMILY=ADDR")]
     pub target: Option<crate::bench::ArrayTarget>,
     /// Also write the same records to this etcd (http://HOST:PORT, its JSON gateway), one

@@ -135,7 +135,10 @@ async fn finish_lun(
             }
         },
     };
-    let id = c.lun_map(&d.svm, &path, &drv.cfg.igroup_name).await?;
+    let id = match drv.cfg.per_node_igroups {
+        false => c.lun_map(&d.svm, &path, &drv.cfg.igroup_name).await?,
+        true => 0,
+    };
     Ok(VolumeInfo {
         internal_name: name.to_string(),
         pool: v.aggregate.clone(),

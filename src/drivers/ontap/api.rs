@@ -80,7 +80,8 @@ pub trait OntapApi: Send + Sync + std::fmt::Debug {
         bytes: u64,
         flexgroup: bool,
     ) -> ApiResult<()>;
-    /// Destroys in one step (a refusal changes nothing); a volume with clones is refused.
+    /// Destroys in one step (a refusal changes nothing); a volume with clones is refused. The
+    /// volume does not stay in ONTAP's recovery queue: its space is free at once.
     async fn volume_destroy(&self, svm: &str, name: &str, flexgroup: bool) -> ApiResult<()>;
 
     // ---- snapshots and clones ----
@@ -145,12 +146,26 @@ pub trait OntapApi: Send + Sync + std::fmt::Debug {
     /// LUN path → size, for LUNs whose path matches `pattern`.
     async fn luns(&self, svm: &str, pattern: &str) -> ApiResult<BTreeMap<String, u64>>;
     async fn lun_resize(&self, svm: &str, path: &str, size: u64) -> ApiResult<()>;
+    /// Creates an iSCSI igroup of OS type linux unless it exists.
     async fn ensure_igroup(&self, svm: &str, igroup: &str) -> ApiResult<()>;
+    /// Adds an initiator to an igroup; one already a member is success.
+    async fn igroup_add(&self, svm: &str, igroup: &str, initiator: &str) -> ApiResult<()>;
+    /// Destroys an igroup that holds no LUN maps: `true` when it is gone (also when it was
+    /// already), `false` when it still has maps and was left in place.
+    async fn igroup_destroy_unmapped(&self, svm: &str, igroup: &str) -> ApiResult<bool>;
     /// The LUN id of `path` in `igroup`, mapping it first when it is not mapped yet.
     async fn lun_map(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<i32>;
-    async fn lun_id(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<Option<i32>>;
-    /// Unmaps (from `igroup`) and destroys a LUN; "already gone" is success.
-    async fn lun_destroy(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<()>;
+    /// Every map of `path`: igroup → LUN id; empty when the LUN does not exist.
+    async fn lun_maps(&self, svm: &str, path: &str) -> ApiResult<BTreeMap<String, i32>>;
+    /// The LUN id of `path` in `igroup`, if mapped.
+    async fn lun_id(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<Option<i32>> {
+        Ok(self.lun_maps(svm, path).await?.get(igroup).copied())
+    }
+    /// Unmaps `path` from `igroup`; no such map, LUN or igroup is success.
+    async fn lun_unmap(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<()>;
+    /// Unmaps a LUN from every igroup and destroys it; "already gone" is success. Returns the
+    /// igroups it was mapped to.
+    async fn lun_destroy(&self, svm: &str, path: &str) -> ApiResult<Vec<String>>;
 }
 
 /// The semaphore capping requests in flight to one management LIF, shared by every client

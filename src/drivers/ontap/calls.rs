@@ -14,6 +14,14 @@ use crate::wire::zapi::{Node, errno};
 /// How long to wait for one async job.
 pub const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The errnos that say a LUN (or its volume) is not there.
+const LUN_GONE: [u32; 4] = [
+    errno::EOBJECTNOTFOUND,
+    errno::NO_SUCH_VOLUME,
+    errno::EVOLUMEDOESNOTEXIST,
+    errno::ENOENT,
+];
+
 #[async_trait]
 impl OntapApi for ZapiClient {
     fn api_name(&self) -> &'static str {
@@ -168,7 +176,9 @@ impl OntapApi for ZapiClient {
             self.call(&n, Some(svm)).await.map(|_| ())
         };
         match result {
-            Err(e) if e.is_not_found() => Ok(()),
+            // Also when an earlier destroy left it queued (its purge failed).
+            Ok(()) => self.recovery_queue_purge(svm, name).await,
+            Err(e) if e.is_not_found() => self.recovery_queue_purge(svm, name).await,
             Err(e) if e.is_errno(&[errno::EVOLDEL_NOT_ALLOW_BY_CLONE]) => Err(OntapError::Api {
                 api: "volume-destroy".into(),
                 errno: errno::EVOLDEL_NOT_ALLOW_BY_CLONE,
@@ -178,7 +188,7 @@ impl OntapApi for ZapiClient {
                     e.reason()
                 ),
             }),
-            r => r,
+            Err(e) => Err(e),
         }
     }
 
@@ -458,16 +468,33 @@ impl OntapApi for ZapiClient {
         }
     }
 
-    /// The LUN id of `path` in `igroup`, mapping it first when it is not mapped yet.
+    /// Adds an initiator; one already in the igroup (9008) is success.
+    async fn igroup_add(&self, svm: &str, igroup: &str, initiator: &str) -> Result<(), OntapError> {
+        let n = Node::new("igroup-add")
+            .with_leaf("initiator-group-name", igroup)
+            .with_leaf("initiator", initiator);
+        match self.call(&n, Some(svm)).await {
+            Err(e) if e.is_errno(&[errno::INITGROUP_HAS_NODE]) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// `igroup-destroy`: one still mapped (9029) is left; one missing (9003) is gone.
+    async fn igroup_destroy_unmapped(&self, svm: &str, igroup: &str) -> Result<bool, OntapError> {
+        let n = Node::new("igroup-destroy").with_leaf("initiator-group-name", igroup);
+        match self.call(&n, Some(svm)).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_errno(&[errno::NO_SUCH_INITGROUP]) => Ok(true),
+            Err(e) if e.is_errno(&[errno::INITGROUP_MAPS_EXIST]) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The LUN id of `path` in `igroup`, mapping it first when it is not mapped yet (the map
+    /// list first, as Trident does, so a second map never meets 9023).
     async fn lun_map(&self, svm: &str, path: &str, igroup: &str) -> Result<i32, OntapError> {
-        let n = Node::new("lun-map-list-info").with_leaf("path", path);
-        let r = self.call(&n, Some(svm)).await?;
-        if let Some(groups) = r.child("initiator-groups") {
-            for g in groups.children_named("initiator-group-info") {
-                if g.str_at("initiator-group-name") == igroup {
-                    return Ok(g.u64_at("lun-id").unwrap_or(0) as i32);
-                }
-            }
+        if let Some(id) = self.lun_id(svm, path, igroup).await? {
+            return Ok(id);
         }
         let n = Node::new("lun-map")
             .with_leaf("initiator-group", igroup)
@@ -476,46 +503,60 @@ impl OntapApi for ZapiClient {
         Ok(r.u64_at("lun-id-assigned").unwrap_or(0) as i32)
     }
 
-    /// The LUN id of `path` in `igroup`, if mapped.
-    async fn lun_id(&self, svm: &str, path: &str, igroup: &str) -> Result<Option<i32>, OntapError> {
+    /// `lun-map-list-info`: igroup → LUN id; a missing LUN has none.
+    async fn lun_maps(
+        &self,
+        svm: &str,
+        path: &str,
+    ) -> Result<std::collections::BTreeMap<String, i32>, OntapError> {
         let n = Node::new("lun-map-list-info").with_leaf("path", path);
-        let r = self.call(&n, Some(svm)).await?;
-        Ok(r.child("initiator-groups").and_then(|groups| {
-            groups
-                .children_named("initiator-group-info")
-                .find(|g| g.str_at("initiator-group-name") == igroup)
-                .map(|g| g.u64_at("lun-id").unwrap_or(0) as i32)
-        }))
+        let r = match self.call(&n, Some(svm)).await {
+            Ok(r) => r,
+            Err(e) if e.is_errno(&LUN_GONE) => return Ok(Default::default()),
+            Err(e) => return Err(e),
+        };
+        Ok(r.child("initiator-groups")
+            .map(|groups| {
+                groups
+                    .children_named("initiator-group-info")
+                    .map(|g| {
+                        let id = g.u64_at("lun-id").unwrap_or(0) as i32;
+                        (g.str_at("initiator-group-name").to_string(), id)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
-    /// Unmaps (from `igroup`), offlines and destroys a LUN; "already gone" is success.
-    async fn lun_destroy(&self, svm: &str, path: &str, igroup: &str) -> Result<(), OntapError> {
-        let gone = [
-            errno::EOBJECTNOTFOUND,
-            errno::NO_SUCH_VOLUME,
-            errno::EVOLUMEDOESNOTEXIST,
-            errno::ENOENT,
-        ];
+    /// `lun-unmap`; no such map (9016), igroup (9003) or LUN is success.
+    async fn lun_unmap(&self, svm: &str, path: &str, igroup: &str) -> Result<(), OntapError> {
         let n = Node::new("lun-unmap")
             .with_leaf("initiator-group", igroup)
             .with_leaf("path", path);
         match self.call(&n, Some(svm)).await {
-            Ok(_) => {}
-            Err(e) if e.is_errno(&gone) => return Ok(()),
-            Err(e) if e.is_errno(&[errno::NO_SUCH_LUNMAP, errno::NO_SUCH_INITGROUP]) => {}
-            Err(e) => return Err(e),
+            Err(e) if e.is_errno(&LUN_GONE) => Ok(()),
+            Err(e) if e.is_errno(&[errno::NO_SUCH_LUNMAP, errno::NO_SUCH_INITGROUP]) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// Unmaps from every igroup, offlines and destroys a LUN; "already gone" is success.
+    async fn lun_destroy(&self, svm: &str, path: &str) -> Result<Vec<String>, OntapError> {
+        let groups: Vec<String> = self.lun_maps(svm, path).await?.into_keys().collect();
+        for g in &groups {
+            self.lun_unmap(svm, path, g).await?;
         }
         let n = Node::new("lun-offline").with_leaf("path", path);
         match self.call(&n, Some(svm)).await {
             Ok(_) => {}
-            Err(e) if e.is_errno(&gone) => return Ok(()),
+            Err(e) if e.is_errno(&LUN_GONE) => return Ok(groups),
             Err(e) if e.is_errno(&[errno::VDISK_NOT_ENABLED]) => {}
             Err(e) => return Err(e),
         }
         let n = Node::new("lun-destroy").with_leaf("path", path);
         match self.call(&n, Some(svm)).await {
-            Err(e) if e.is_errno(&gone) => Ok(()),
-            r => r.map(|_| ()),
+            Err(e) if e.is_errno(&LUN_GONE) => Ok(groups),
+            r => r.map(|_| groups),
         }
     }
 
@@ -652,6 +693,47 @@ impl ZapiClient {
         }
     }
 
+    /// Purges a destroyed volume from the recovery queue, where ONTAP keeps it (renamed
+    /// `<name>_<dsid>`, its space still held) for the SVM's `volume-delete-retention-hours`:
+    /// `volume-recovery-queue-get-iter` by `<name>*`, then `volume-recovery-queue-purge` of
+    /// each entry that is this volume. Gone (15661) or not allowed for this user (14719) is
+    /// left to ONTAP's retention, as Trident leaves it.
+    pub async fn recovery_queue_purge(&self, svm: &str, name: &str) -> Result<(), OntapError> {
+        let q =
+            Node::new("volume-recovery-queue-info").with_leaf("volume-name", format!("{name}*"));
+        let tolerated = [errno::EOBJECTNOTFOUND, errno::EVSERVER_OP_NOT_ALLOWED];
+        let records = match self
+            .iter("volume-recovery-queue-get-iter", Some(q), None, Some(svm))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if e.is_errno(&tolerated) || e.is_errno(&[errno::EAPINOTFOUND]) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        for r in records {
+            let queued = r.str_at("volume-name");
+            let vserver = r.str_at("vserver-name");
+            if !is_queued_name_of(queued, name) || !(vserver.is_empty() || vserver == svm) {
+                continue;
+            }
+            let n = Node::new("volume-recovery-queue-purge")
+                .with_leaf("volume-name", queued)
+                .with_leaf("vserver-name", svm);
+            match self.call(&n, Some(svm)).await {
+                Err(e) if e.is_errno(&tolerated) => {
+                    tracing::warn!(volume = %queued, error = %e,
+                        "destroyed volume left in the recovery queue");
+                }
+                r => {
+                    r?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Makes quota rule changes take effect (`quota-resize`, an async job).
     pub async fn quota_resize(&self, svm: &str, volume: &str) -> Result<(), OntapError> {
         let n = Node::new("quota-resize").with_leaf("volume", volume);
@@ -659,5 +741,27 @@ impl ZapiClient {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,
         }
+    }
+}
+
+/// Whether `queued` is the recovery-queue name of volume `name`: `<name>_<digits>`.
+pub fn is_queued_name_of(queued: &str, name: &str) -> bool {
+    queued
+        .strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix('_'))
+        .is_some_and(|dsid| !dsid.is_empty() && dsid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_queue_names() {
+        assert!(is_queued_name_of("trident_a_1042", "trident_a"));
+        assert!(!is_queued_name_of("trident_ab_1042", "trident_a"));
+        assert!(!is_queued_name_of("trident_a_b_1", "trident_a"));
+        assert!(!is_queued_name_of("trident_a_", "trident_a"));
+        assert!(!is_queued_name_of("trident_a", "trident_a"));
     }
 }

@@ -129,6 +129,11 @@ pub struct OntapConfig {
     pub username: String,
     pub password: Secret,
     pub igroup_name: String,
+    /// storch extension `perNodeIgroups` (ontap-san): LUNs are not mapped at create but
+    /// published per host, each node through its own igroup `<igroupName or storch>-<node>`.
+    pub per_node_igroups: bool,
+    /// The first part of per-node igroup names: `igroupName` when set, else `storch`.
+    pub igroup_base: String,
     pub aggregate: Option<String>,
     pub tls: TlsOptions,
     pub defaults: Defaults,
@@ -181,7 +186,21 @@ impl OntapConfig {
                 "missing username: ONTAP backends need username and password".into(),
             ));
         }
-        let igroup_name = non_empty("igroupName")?.unwrap_or_else(|| DEFAULT_IGROUP.into());
+        let configured_igroup = non_empty("igroupName")?;
+        let igroup_base = configured_igroup
+            .clone()
+            .unwrap_or_else(|| "storch".to_string());
+        let igroup_name = configured_igroup.unwrap_or_else(|| DEFAULT_IGROUP.into());
+        let per_node_igroups = match field(obj, "perNodeIgroups") {
+            None | Some(Value::Null) => false,
+            Some(v) => parse_bool("perNodeIgroups", v)?,
+        };
+        if per_node_igroups && variant != Variant::San {
+            return Err(DriverError::Invalid(format!(
+                "perNodeIgroups is for ontap-san only, not {}",
+                variant.driver_name()
+            )));
+        }
         let nfs_mount_options =
             non_empty("nfsMountOptions")?.unwrap_or_else(|| "-o nfsvers=3".into());
 
@@ -255,6 +274,8 @@ impl OntapConfig {
             username,
             password,
             igroup_name,
+            per_node_igroups,
+            igroup_base,
             aggregate,
             tls: TlsOptions {
                 verify,
@@ -438,6 +459,8 @@ mod tests {
         assert_eq!(c.defaults.unix_permissions, "---rwxrwxrwx");
         assert_eq!(c.prefix, "trident_");
         assert_eq!(c.igroup_name, "trident");
+        assert!(!c.per_node_igroups);
+        assert_eq!(c.igroup_base, "storch");
         assert!(c.tls.verify);
         assert_eq!(c.svm, None);
         assert_eq!(c.data_lif, None);

@@ -204,7 +204,7 @@ impl OntapDriver {
     }
 
     /// SAN: the first portal, every portal used (only `dataLIF` when set) and the target IQN;
-    /// creates the backend's igroup when missing.
+    /// creates the backend's igroup when missing (not with per-node igroups).
     async fn iscsi_target(&self, svm: &str) -> DriverResult<(String, Vec<String>, String)> {
         let c = self.api();
         let lifs = self.data_lifs(svm, "iscsi").await?;
@@ -225,9 +225,11 @@ impl OntapDriver {
                 e.into_driver()
             ))
         })?;
-        c.ensure_igroup(svm, &self.cfg.igroup_name)
-            .await
-            .map_err(init_error)?;
+        if !self.cfg.per_node_igroups {
+            c.ensure_igroup(svm, &self.cfg.igroup_name)
+                .await
+                .map_err(init_error)?;
+        }
         Ok((portals[0].clone(), portals, iqn))
     }
 

@@ -9,8 +9,8 @@
 //!   error type of both APIs.
 //! - `calls.rs`: `OntapApi` over ZAPI.
 //! - `rest.rs`: the REST transport (paging by `_links.next`, jobs, error bodies);
-//!   `rest_calls.rs`: `OntapApi` over REST; `rest_wire.rs`: its JSON, codes and the
-//!   REST-or-ZAPI choice.
+//!   `rest_calls.rs`: `OntapApi` over REST (`rest_san.rs`: its SAN lookups); `rest_wire.rs`:
+//!   its JSON, codes and the REST-or-ZAPI choice.
 //! - `wire.rs`: the driver's records and request specs (and their ZAPI encoding).
 //! - `discovery.rs`: the API choice, version, SVM, aggregates, LIFs, iSCSI target; the pools.
 //! - `flexvol.rs`: what the variants share (FlexVol specs, rollback, snapshots, FlexClones).
@@ -25,7 +25,8 @@
 //! - ontap-nas-flexgroup: one FlexGroup per volume over the SVM's aggregates; one pool named
 //!   after the SVM.
 //! - ontap-san: one FlexVol per volume holding the LUN `/vol/<name>/lun0`, mapped to the
-//!   backend's igroup (created when missing).
+//!   backend's igroup (created when missing), or with `perNodeIgroups` published per host
+//!   through an igroup per node (`san.rs`).
 
 mod adopt;
 pub mod api;
@@ -39,6 +40,7 @@ mod flexvol;
 mod nas;
 pub mod rest;
 mod rest_calls;
+mod rest_san;
 pub mod rest_wire;
 mod san;
 pub mod wire;
@@ -54,8 +56,8 @@ use self::client::ZapiClient;
 use self::config::{OntapConfig, Variant, go_bool};
 use self::rest::RestClient;
 use super::{
-    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, PlannedVolume,
-    SnapshotInfo, StorageDriver, VolumeInfo,
+    CloneRequest, CommonConfig, CreateRequest, Discovery, DriverError, DriverResult, HostAccess,
+    PlannedVolume, PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Protocol, Request, VolumeConfig};
 
@@ -363,6 +365,7 @@ impl StorageDriver for OntapDriver {
             "managementLIF": self.cfg.management_lif,
             "dataLIF": data_lif,
             "igroupName": self.cfg.igroup_name,
+            "perNodeIgroups": self.cfg.per_node_igroups,
             "svm": svm,
             "useREST": self.cfg.use_rest,
             "api": self.chosen_api(),
@@ -495,6 +498,32 @@ impl StorageDriver for OntapDriver {
             Some(v) => Ok(v.access),
             None => Err(not_found(internal_name)),
         }
+    }
+
+    /// Only ontap-san with `perNodeIgroups`: otherwise every host the backend's igroup (or
+    /// export policy) lets in reaches every volume, as in Trident 18.07.
+    fn needs_publish(&self) -> bool {
+        self.cfg.variant == Variant::San && self.cfg.per_node_igroups
+    }
+
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        if !self.needs_publish() {
+            return Ok(PublishContext::new());
+        }
+        let d = self.ctx().await?;
+        san::publish(self, &d, internal_name, host).await
+    }
+
+    async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
+        if !self.needs_publish() {
+            return Ok(());
+        }
+        let d = self.ctx().await?;
+        san::unpublish(self, &d, internal_name, host).await
     }
 }
 

@@ -124,8 +124,10 @@ impl RestClient {
         Ok(url)
     }
 
-    /// Sends one request, retrying what the busy class allows; any non-2xx is an error.
-    /// Returns the status and the body (`null` when empty).
+    /// Sends one request, retrying transport and HTTP failures that mean it was not
+    /// processed; any non-2xx is an error. Busy answers in an error body are retried by
+    /// [`Self::change_retrying_busy`] only, so that retries never nest. Returns the status and
+    /// the body (`null` when empty).
     pub async fn send(
         &self,
         method: Method,
@@ -133,7 +135,8 @@ impl RestClient {
         body: Option<&Value>,
     ) -> Result<(u16, Value), OntapError> {
         let what = format!("{method} {}", req.describe());
-        http::retry(&self.retry, &what, OntapError::is_retryable, || {
+        let unprocessed = |e: &OntapError| e.is_retryable() && e.rest_code().is_none();
+        http::retry(&self.retry, &what, unprocessed, || {
             self.send_once(method.clone(), req, body, &what)
         })
         .await
@@ -213,11 +216,15 @@ impl RestClient {
         Ok(self.send(Method::GET, req, None).await?.1)
     }
 
-    /// Every record of a collection, following `_links.next` to the end; `max_records` is added.
+    /// Every record of a collection, following `_links.next` to the end; `max_records` is
+    /// added. A page may hold no records and still link on (ONTAP ends a page early when its
+    /// `return_timeout` is up), so only a missing link ends the list; a link back to the page
+    /// just read is an error rather than a loop.
     pub async fn collect(&self, req: Req) -> Result<Vec<Value>, OntapError> {
         let what = req.describe();
         let mut out = Vec::new();
         let mut next = req.q("max_records", self.page_size.to_string());
+        let mut previous: Option<String> = None;
         // A guard against a server that never stops paging.
         for _ in 0..1_000_000 {
             let page = self.get(&next).await?;
@@ -229,10 +236,17 @@ impl RestClient {
                     msg: "a collection without records".into(),
                 })?;
             out.extend(records.iter().cloned());
-            match rw::next_href(&page) {
-                Some(href) if !records.is_empty() => next = Req::new(href),
-                _ => return Ok(out),
+            let Some(href) = rw::next_href(&page) else {
+                return Ok(out);
+            };
+            if records.is_empty() && previous.as_deref() == Some(href.as_str()) {
+                return Err(OntapError::Malformed {
+                    api: what,
+                    msg: format!("an empty page links to itself ({href})"),
+                });
             }
+            previous = Some(href.clone());
+            next = Req::new(href);
         }
         Err(OntapError::Malformed {
             api: what,

@@ -17,7 +17,7 @@ use super::rest_wire::{self as rw, codes, str_at};
 use super::wire::{QtreeRecord, SnapshotRecord, VolumeCreate, VolumeRecord};
 
 /// A "does not exist" error for an object looked up by name.
-fn missing(api: &str, what: String) -> OntapError {
+pub(super) fn missing(api: &str, what: String) -> OntapError {
     OntapError::Rest {
         api: api.to_string(),
         code: codes::ENTRY_NOT_FOUND,
@@ -27,7 +27,7 @@ fn missing(api: &str, what: String) -> OntapError {
 }
 
 /// Ok for "does not exist" (deletes of what is already gone).
-fn gone_ok(r: ApiResult<Value>) -> ApiResult<()> {
+pub(super) fn gone_ok(r: ApiResult<Value>) -> ApiResult<()> {
     match r {
         Err(e) if e.is_not_found() => Ok(()),
         r => r.map(|_| ()),
@@ -65,51 +65,6 @@ impl RestClient {
         )
         .await
         .map(|_| ())
-    }
-
-    async fn lun_uuid(&self, svm: &str, path: &str) -> ApiResult<Option<String>> {
-        let svm_uuid = self.svm_uuid(svm).await?;
-        let records = self
-            .collect(
-                Req::new("/storage/luns")
-                    .q("svm.uuid", svm_uuid)
-                    .q("name", path)
-                    .q("fields", "uuid"),
-            )
-            .await?;
-        one_uuid(&records, "name", path, "uuid")
-    }
-
-    /// The map of `path` in `igroup`: (LUN UUID, igroup UUID, LUN id).
-    async fn lun_map_of(
-        &self,
-        svm: &str,
-        path: &str,
-        igroup: &str,
-    ) -> ApiResult<Option<(String, String, i32)>> {
-        let svm_uuid = self.svm_uuid(svm).await?;
-        let records = self
-            .collect(
-                Req::new("/protocols/san/lun-maps")
-                    .q("svm.uuid", svm_uuid)
-                    .q("lun.name", path)
-                    .q("igroup.name", igroup)
-                    .q("fields", "lun.uuid,igroup.uuid,logical_unit_number"),
-            )
-            .await?;
-        Ok(records
-            .iter()
-            .find(|r| {
-                let (l, g) = (str_at(r, "lun.name"), str_at(r, "igroup.name"));
-                (l.is_empty() || l == path) && (g.is_empty() || g == igroup)
-            })
-            .map(|r| {
-                (
-                    str_at(r, "lun.uuid").to_string(),
-                    str_at(r, "igroup.uuid").to_string(),
-                    r["logical_unit_number"].as_i64().unwrap_or(0) as i32,
-                )
-            }))
     }
 
     /// The tree quota rule of a qtree: its UUID.
@@ -150,7 +105,12 @@ impl RestClient {
 
 /// The `key` of the only record whose `field` is `want` (records may omit `field`); more than
 /// one is an error, as Trident treats it.
-fn one_uuid(records: &[Value], field: &str, want: &str, key: &str) -> ApiResult<Option<String>> {
+pub(super) fn one_uuid(
+    records: &[Value],
+    field: &str,
+    want: &str,
+    key: &str,
+) -> ApiResult<Option<String>> {
     let found: Vec<&str> = records
         .iter()
         .filter(|r| r[field].as_str().is_none_or(|n| n == want))
@@ -305,7 +265,9 @@ impl OntapApi for RestClient {
 
     async fn volume_create(&self, svm: &str, v: &VolumeCreate, flexgroup: bool) -> ApiResult<()> {
         let body = rw::volume_create_body(&self.svm_uuid(svm).await?, v, flexgroup);
-        self.change(Method::POST, &Req::new("/storage/volumes"), Some(&body))
+        // 13107405 (another create of this name is running) is waited out, as ZAPI's
+        // "Job exists": then the create passes, or meets the volume the other one made.
+        self.change_retrying_busy(Method::POST, &Req::new("/storage/volumes"), Some(&body))
             .await?;
         self.until_visible(&format!("volume {}", v.name), || {
             self.volume_uuid(svm, &v.name)
@@ -345,19 +307,15 @@ impl OntapApi for RestClient {
         self.volume_patch(svm, name, json!({"size": bytes})).await
     }
 
-    /// One `DELETE` (ONTAP unmounts and offlines as part of it); a volume with clones is
+    /// One `DELETE` (ONTAP unmounts and offlines as part of it) with `force=true`, which
+    /// skips the recovery queue (ZAPI purges it in a second step); a volume with clones is
     /// refused (524615) and left as it was.
     async fn volume_destroy(&self, svm: &str, name: &str, _flexgroup: bool) -> ApiResult<()> {
         let Some(uuid) = self.volume_uuid(svm, name).await? else {
             return Ok(());
         };
-        let r = self
-            .change_retrying_busy(
-                Method::DELETE,
-                &Req::new(format!("/storage/volumes/{uuid}")),
-                None,
-            )
-            .await;
+        let req = Req::new(format!("/storage/volumes/{uuid}")).q("force", "true");
+        let r = self.change_retrying_busy(Method::DELETE, &req, None).await;
         match r {
             Err(e) if e.rest_code() == Some(codes::VOLUME_HAS_CLONES) => Err(OntapError::Rest {
                 api: "DELETE /storage/volumes".into(),
@@ -700,20 +658,11 @@ impl OntapApi for RestClient {
     }
 
     async fn ensure_igroup(&self, svm: &str, igroup: &str) -> ApiResult<()> {
-        let svm_uuid = self.svm_uuid(svm).await?;
-        let records = self
-            .collect(
-                Req::new("/protocols/san/igroups")
-                    .q("svm.uuid", &svm_uuid)
-                    .q("name", igroup)
-                    .q("fields", ""),
-            )
-            .await?;
-        if one_uuid(&records, "name", igroup, "uuid")?.is_some() {
+        if self.igroup_uuid(svm, igroup).await?.is_some() {
             return Ok(());
         }
         let body = json!({"name": igroup, "protocol": "iscsi", "os_type": "linux",
-            "svm": {"uuid": svm_uuid}});
+            "svm": {"uuid": self.svm_uuid(svm).await?}});
         let req = Req::new("/protocols/san/igroups").q("return_records", "true");
         match self.change(Method::POST, &req, Some(&body)).await {
             Err(e) if e.rest_code() == Some(codes::IGROUP_EXISTS) => Ok(()),
@@ -721,8 +670,36 @@ impl OntapApi for RestClient {
         }
     }
 
+    /// `POST …/igroups/{uuid}/initiators`; one already a member (5374035) is success.
+    async fn igroup_add(&self, svm: &str, igroup: &str, initiator: &str) -> ApiResult<()> {
+        let uuid = self
+            .igroup_uuid(svm, igroup)
+            .await?
+            .ok_or_else(|| missing("GET /protocols/san/igroups", format!("igroup {igroup}")))?;
+        let req = Req::new(format!("/protocols/san/igroups/{uuid}/initiators"));
+        let body = json!({"name": initiator});
+        match self.change(Method::POST, &req, Some(&body)).await {
+            Err(e) if e.rest_code() == Some(codes::INITIATOR_IN_IGROUP) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// `DELETE …/igroups/{uuid}`: still mapped (1254213) is left; gone is gone.
+    async fn igroup_destroy_unmapped(&self, svm: &str, igroup: &str) -> ApiResult<bool> {
+        let Some(uuid) = self.igroup_uuid(svm, igroup).await? else {
+            return Ok(true);
+        };
+        let req = Req::new(format!("/protocols/san/igroups/{uuid}"));
+        match self.change(Method::DELETE, &req, None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.rest_code() == Some(codes::IGROUP_MAPPED) => Ok(false),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn lun_map(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<i32> {
-        if let Some((_, _, id)) = self.lun_map_of(svm, path, igroup).await? {
+        if let Some(id) = self.lun_id(svm, path, igroup).await? {
             return Ok(id);
         }
         let body = json!({"igroup": {"name": igroup}, "lun": {"name": path},
@@ -737,27 +714,44 @@ impl OntapApi for RestClient {
             Err(e) if e.rest_code() == Some(codes::LUN_ALREADY_MAPPED) => {}
             Err(e) => return Err(e),
         }
-        self.lun_map_of(svm, path, igroup)
+        self.lun_id(svm, path, igroup)
             .await?
-            .map(|(_, _, id)| id)
             .ok_or_else(|| missing("GET /protocols/san/lun-maps", format!("map of {path}")))
     }
 
-    async fn lun_id(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<Option<i32>> {
-        Ok(self.lun_map_of(svm, path, igroup).await?.map(|m| m.2))
+    async fn lun_maps(&self, svm: &str, path: &str) -> ApiResult<BTreeMap<String, i32>> {
+        Ok(self
+            .lun_maps_of(svm, path, None)
+            .await?
+            .into_iter()
+            .map(|(g, _, _, id)| (g, id))
+            .collect())
     }
 
-    /// Unmaps from `igroup` first (ONTAP refuses to delete a mapped LUN, 1254197).
-    async fn lun_destroy(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<()> {
+    async fn lun_id(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<Option<i32>> {
+        let maps = self.lun_maps_of(svm, path, Some(igroup)).await?;
+        Ok(maps.first().map(|m| m.3))
+    }
+
+    async fn lun_unmap(&self, svm: &str, path: &str, igroup: &str) -> ApiResult<()> {
+        for (_, lun, group, _) in self.lun_maps_of(svm, path, Some(igroup)).await? {
+            self.lun_map_delete(&lun, &group).await?;
+        }
+        Ok(())
+    }
+
+    /// Unmaps from every igroup first (ONTAP refuses to delete a mapped LUN, 1254197).
+    async fn lun_destroy(&self, svm: &str, path: &str) -> ApiResult<Vec<String>> {
         let Some(uuid) = self.lun_uuid(svm, path).await? else {
-            return Ok(());
+            return Ok(Vec::new());
         };
-        if let Some((lun, group, _)) = self.lun_map_of(svm, path, igroup).await? {
-            let lun = if lun.is_empty() { uuid.clone() } else { lun };
-            let req = Req::new(format!("/protocols/san/lun-maps/{lun}/{group}"));
-            gone_ok(self.change(Method::DELETE, &req, None).await)?;
+        let maps = self.lun_maps_of(svm, path, None).await?;
+        for (_, lun, group, _) in &maps {
+            let lun = if lun.is_empty() { &uuid } else { lun };
+            self.lun_map_delete(lun, group).await?;
         }
         let req = Req::new(format!("/storage/luns/{uuid}"));
-        gone_ok(self.change(Method::DELETE, &req, None).await)
+        gone_ok(self.change(Method::DELETE, &req, None).await)?;
+        Ok(maps.into_iter().map(|m| m.0).collect())
     }
 }

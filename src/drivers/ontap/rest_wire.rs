@@ -121,9 +121,14 @@ pub fn is_not_found_code(code: u64) -> bool {
     )
 }
 
-/// The busy class, worth retrying after a pause (on deletes only: these codes come from them).
+/// The busy class, worth retrying after a pause: a volume busy on delete, too many qtree
+/// deletes, and a volume create while another create of that name runs (REST's form of ZAPI's
+/// "Job exists", retried with the same bounded policy).
 pub fn is_busy_code(code: u64) -> bool {
-    matches!(code, VOLUME_BUSY | QTREE_DELETES_BUSY)
+    matches!(
+        code,
+        VOLUME_BUSY | QTREE_DELETES_BUSY | VOLUME_BEING_CREATED
+    )
 }
 
 /// Classifies a REST error code by what the caller can do about it, as ZAPI's errnos are.
@@ -143,7 +148,7 @@ pub fn classify(code: u64, msg: String) -> DriverError {
         }
         VOLUME_HAS_CLONES | SNAPSHOT_BUSY | QTREE_HAS_LUNS | LUN_MAPPED | IGROUP_MAPPED
         | POLICY_IN_USE => DriverError::Conflict(msg),
-        c if is_busy_code(c) || c == VOLUME_BEING_CREATED => DriverError::Unavailable(msg),
+        c if is_busy_code(c) => DriverError::Unavailable(msg),
         _ if msg.to_ascii_lowercase().contains("space") => DriverError::Conflict(msg),
         _ => DriverError::Other(msg),
     }
@@ -403,7 +408,7 @@ mod tests {
             DriverError::Conflict(_)
         ));
         assert!(!is_not_found_code(917508));
-        assert!(is_busy_code(524486) && !is_busy_code(917526));
+        assert!(is_busy_code(524486) && is_busy_code(13107405) && !is_busy_code(917526));
     }
 
     #[test]

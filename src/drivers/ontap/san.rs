@@ -1,14 +1,55 @@
-//! ontap-san: one FlexVol per volume holding one LUN, `/vol/<name>/lun0`, mapped to the
-//! backend's igroup (created at discovery when missing). Access info carries the target IQN,
-//! the portals (all iSCSI data LIFs, or only `dataLIF`) and the LUN id.
+//! ontap-san: one FlexVol per volume holding one LUN, `/vol/<name>/lun0`. Access info carries
+//! the target IQN, the portals (all iSCSI data LIFs, or only `dataLIF`) and the LUN id.
+//!
+//! Two ways hosts reach a LUN:
+//! - the backend's igroup (`igroupName`, created at discovery when missing), which every LUN
+//!   is mapped to at create, as in Trident 18.07: every host in that igroup sees every LUN,
+//!   so nothing is published per host;
+//! - with `perNodeIgroups: true` (for the CSI frontend), nothing is mapped at create: a
+//!   publish puts the host's initiator in its node's igroup `<igroupName or storch>-<node>`
+//!   (created when missing) and maps the LUN there; an unpublish unmaps it and destroys the
+//!   node's igroup once no map is left.
 
 use std::collections::BTreeMap;
 
 use super::client::OntapError;
 use super::flexvol::{check_grow, clone_flexvol, flexvol_create, name_prefix, rollback};
 use super::{Discovered, OntapDriver, VolumeOptions, not_found};
-use crate::drivers::{CloneRequest, CreateRequest, DriverError, DriverResult, VolumeInfo};
+use crate::drivers::{
+    CloneRequest, CreateRequest, DriverError, DriverResult, HostAccess, PublishContext, VolumeInfo,
+};
 use crate::model::AccessInfo;
+
+/// The publish context key of the LUN number the host's map got.
+pub const LUN_NUMBER_KEY: &str = "iscsiLunNumber";
+
+/// ONTAP's longest igroup name.
+const MAX_IGROUP_NAME: usize = 96;
+
+/// The igroup of `node`: `<base>-<node>`; a name too long for ONTAP keeps the start of the
+/// node name and a hash of the whole, so that two nodes never share an igroup.
+pub fn node_igroup(base: &str, node: &str) -> String {
+    let full = format!("{base}-{node}");
+    if full.len() <= MAX_IGROUP_NAME {
+        return full;
+    }
+    // FNV-1a 64: stable across releases and platforms.
+    let hash = node.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let tail = format!("-{hash:016x}");
+    let keep = MAX_IGROUP_NAME.saturating_sub(tail.len());
+    let mut head: String = full.chars().take(keep).collect();
+    while head.ends_with(['-', '.']) {
+        head.pop();
+    }
+    format!("{head}{tail}")
+}
+
+/// The igroup every LUN is mapped to at create, `None` with per-node igroups.
+fn create_igroup(drv: &OntapDriver) -> Option<&str> {
+    (!drv.cfg.per_node_igroups).then_some(drv.cfg.igroup_name.as_str())
+}
 
 /// The LUN of a volume.
 pub fn lun_path(volume: &str) -> String {
@@ -44,7 +85,7 @@ pub(super) fn access(drv: &OntapDriver, d: &Discovered, lun_id: i32) -> AccessIn
         iscsi_target_iqn: d.iqn.clone(),
         iscsi_lun_number: lun_id,
         iscsi_interface: "default".into(),
-        iscsi_igroup: drv.cfg.igroup_name.clone(),
+        iscsi_igroup: create_igroup(drv).unwrap_or_default().to_string(),
         ..AccessInfo::default()
     }
 }
@@ -75,10 +116,10 @@ pub(super) async fn create(
     let path = lun_path(name);
     let finish = async {
         let size = drv.api().lun_create(&d.svm, &path, req.size_bytes).await?;
-        let id = drv
-            .api()
-            .lun_map(&d.svm, &path, &drv.cfg.igroup_name)
-            .await?;
+        let id = match create_igroup(drv) {
+            Some(g) => drv.api().lun_map(&d.svm, &path, g).await?,
+            None => 0,
+        };
         Ok::<_, OntapError>((size, id))
     };
     match finish.await {
@@ -89,10 +130,7 @@ pub(super) async fn create(
             access: access(drv, d, id),
         }),
         Err(e) => {
-            let _ = drv
-                .api()
-                .lun_destroy(&d.svm, &path, &drv.cfg.igroup_name)
-                .await;
+            let _ = drv.api().lun_destroy(&d.svm, &path).await;
             rollback(drv, d, name, false).await;
             Err(e.into())
         }
@@ -119,10 +157,7 @@ pub(super) async fn get(
             access: access(drv, d, 0),
         }));
     };
-    let id = c
-        .lun_id(&d.svm, &path, &drv.cfg.igroup_name)
-        .await?
-        .unwrap_or(0);
+    let id = lun_number(drv, d, &path).await?;
     Ok(Some(VolumeInfo {
         internal_name: name.to_string(),
         pool: vol.aggregate,
@@ -144,10 +179,7 @@ pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<
         let Some(size) = luns.get(&path) else {
             continue;
         };
-        let id = c
-            .lun_id(&d.svm, &path, &drv.cfg.igroup_name)
-            .await?
-            .unwrap_or(0);
+        let id = lun_number(drv, d, &path).await?;
         out.push(VolumeInfo {
             internal_name: v.name.clone(),
             pool: v.aggregate.clone(),
@@ -158,14 +190,92 @@ pub(super) async fn list(drv: &OntapDriver, d: &Discovered) -> DriverResult<Vec<
     Ok(out)
 }
 
+/// The LUN number in the backend's igroup (0 with per-node igroups: each host's number is in
+/// its publish context).
+async fn lun_number(drv: &OntapDriver, d: &Discovered, path: &str) -> DriverResult<i32> {
+    Ok(match create_igroup(drv) {
+        Some(g) => drv.api().lun_id(&d.svm, path, g).await?.unwrap_or(0),
+        None => 0,
+    })
+}
+
+/// Unmaps the LUN from every igroup (a host it is still published to loses it), destroys it
+/// and its FlexVol, and the per-node igroups it leaves without maps.
 pub(super) async fn destroy(drv: &OntapDriver, d: &Discovered, name: &str) -> DriverResult<()> {
-    drv.api()
-        .lun_destroy(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
-        .await?;
-    drv.api()
-        .volume_destroy(&d.svm, name, false)
+    let c = drv.api();
+    let groups = c.lun_destroy(&d.svm, &lun_path(name)).await?;
+    c.volume_destroy(&d.svm, name, false).await?;
+    if drv.cfg.per_node_igroups {
+        let node_prefix = format!("{}-", drv.cfg.igroup_base);
+        for g in groups.iter().filter(|g| g.starts_with(&node_prefix)) {
+            c.igroup_destroy_unmapped(&d.svm, g).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The host's initiator, required to publish a LUN.
+fn initiator_of<'a>(drv: &OntapDriver, host: &'a HostAccess) -> DriverResult<&'a str> {
+    host.iscsi_initiator
+        .as_deref()
+        .filter(|i| !i.trim().is_empty())
+        .ok_or_else(|| {
+            DriverError::Invalid(format!(
+                "host {} has no iSCSI initiator name: {} publishes a LUN to a node's \
+                 initiator (a CSI node id NAME,IQN)",
+                host.node,
+                drv.cfg.variant.driver_name()
+            ))
+        })
+}
+
+/// Gives `host` the volume's LUN: its node's igroup (made when missing) gets the host's
+/// initiator, and the LUN a map there. Returns the LUN number of that map.
+pub(super) async fn publish(
+    drv: &OntapDriver,
+    d: &Discovered,
+    name: &str,
+    host: &HostAccess,
+) -> DriverResult<PublishContext> {
+    let initiator = initiator_of(drv, host)?;
+    let c = drv.api();
+    let path = lun_path(name);
+    if !c.luns(&d.svm, &path).await?.contains_key(&path) {
+        return Err(DriverError::NotFound(format!(
+            "volume {name} has no LUN {path} to publish"
+        )));
+    }
+    let igroup = node_igroup(&drv.cfg.igroup_base, &host.node);
+    c.ensure_igroup(&d.svm, &igroup).await?;
+    c.igroup_add(&d.svm, &igroup, initiator)
         .await
-        .map_err(Into::into)
+        .map_err(|e| {
+            DriverError::Invalid(format!(
+                "cannot add initiator {initiator} of host {} to igroup {igroup}: {}",
+                host.node,
+                e.into_driver()
+            ))
+        })?;
+    let id = c.lun_map(&d.svm, &path, &igroup).await?;
+    Ok(PublishContext::from([(
+        LUN_NUMBER_KEY.to_string(),
+        id.to_string(),
+    )]))
+}
+
+/// Takes the LUN from `host`'s igroup, and the igroup away once it maps nothing; a host
+/// without the map, or a volume already gone, is success.
+pub(super) async fn unpublish(
+    drv: &OntapDriver,
+    d: &Discovered,
+    name: &str,
+    host: &HostAccess,
+) -> DriverResult<()> {
+    let c = drv.api();
+    let igroup = node_igroup(&drv.cfg.igroup_base, &host.node);
+    c.lun_unmap(&d.svm, &lun_path(name), &igroup).await?;
+    c.igroup_destroy_unmapped(&d.svm, &igroup).await?;
+    Ok(())
 }
 
 pub(super) async fn resize(
@@ -200,7 +310,8 @@ pub(super) async fn resize(
     c.lun_resize(&d.svm, &path, size).await.map_err(Into::into)
 }
 
-/// A FlexClone of the source FlexVol with its LUN mapped to the backend's igroup, split when
+/// A FlexClone of the source FlexVol with its LUN mapped to the backend's igroup (unless hosts
+/// get per-node igroups), split when
 /// `splitOnClone` says so.
 pub(super) async fn clone(
     drv: &OntapDriver,
@@ -211,17 +322,16 @@ pub(super) async fn clone(
     let c = drv.api();
     let name = &req.internal_name;
     let finish = async {
-        c.lun_map(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
-            .await?;
+        if let Some(g) = create_igroup(drv) {
+            c.lun_map(&d.svm, &lun_path(name), g).await?;
+        }
         if o.split_on_clone {
             c.clone_split_start(&d.svm, name).await?;
         }
         Ok::<_, OntapError>(())
     };
     if let Err(e) = finish.await {
-        let _ = c
-            .lun_destroy(&d.svm, &lun_path(name), &drv.cfg.igroup_name)
-            .await;
+        let _ = c.lun_destroy(&d.svm, &lun_path(name)).await;
         rollback(drv, d, name, false).await;
         return Err(e.into());
     }
@@ -233,6 +343,21 @@ pub(super) async fn clone(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_igroups_fit_ontaps_names() {
+        assert_eq!(node_igroup("storch", "worker-1"), "storch-worker-1");
+        let long = "n".repeat(200);
+        let a = node_igroup("storch", &long);
+        let b = node_igroup("storch", &format!("{long}x"));
+        assert!(
+            a.len() <= MAX_IGROUP_NAME && b.len() <= MAX_IGROUP_NAME,
+            "{a}"
+        );
+        assert_ne!(a, b, "nodes sharing a long prefix keep their own igroups");
+        assert!(a.starts_with("storch-nnn"));
+        assert_eq!(a, node_igroup("storch", &long), "stable");
+    }
 
     #[test]
     fn flexvol_holds_the_rounded_lun_its_headroom_and_the_snapshot_reserve() {

@@ -16,6 +16,9 @@
 //!   aggregate(s); thin ones reserve nothing. FlexGroups spread over their aggregates greedily.
 //!   A create or grow that does not fit fails with errno 28 (ENOSPC; the simulator's choice,
 //!   real ONTAP's errno for this is unverified).
+//! - Destroyed volumes stay in a recovery queue (renamed `<name>_<dsid>`, their space held)
+//!   for the SVM's retention hours, until `volume-recovery-queue-purge` (refused to an SVM
+//!   admin, 14719) or REST's `DELETE …?force=true` / private CLI purge.
 //! - Async calls (`volume-create-async`, `volume-destroy-async`, `volume-size-async`,
 //!   `quota-on`, `quota-resize`, `qtree-delete-async`) return a job that `job-get-iter` reports
 //!   `running` for `async_polls` polls, then `success`.
@@ -606,6 +609,7 @@ fn run(shared: &Shared, vfiler: Option<&str>, api: &Node, injected: Option<u32>)
         a: &mut a,
         svm,
         tuning: shared.tuning,
+        svm_user: matches!(shared.scope, UserScope::Svm(_)),
     };
     match api::dispatch(&mut ctx, api) {
         Ok(children) => {

@@ -51,6 +51,37 @@ pub struct Svm {
     pub luns: BTreeMap<String, Lun>,
     pub igroups: BTreeMap<String, Igroup>,
     pub export_policies: BTreeMap<String, Vec<ExportRule>>,
+    /// Destroyed volumes ONTAP keeps for `retention_hours`, by their queue name
+    /// `<name>_<dsid>`: that name stays taken and their aggregate space stays held until
+    /// they expire or are purged.
+    #[serde(default)]
+    pub recovery_queue: BTreeMap<String, QueuedVolume>,
+    /// `volume-delete-retention-hours`; 0 destroys at once.
+    #[serde(default = "default_retention_hours")]
+    pub retention_hours: u64,
+}
+
+fn default_retention_hours() -> u64 {
+    12
+}
+
+/// A destroyed volume in the recovery queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedVolume {
+    /// The name it had.
+    pub original: String,
+    /// When it was destroyed (epoch seconds).
+    pub deleted: u64,
+    pub volume: Volume,
+}
+
+impl Svm {
+    /// Drops the recovery-queue entries whose retention has passed.
+    pub fn expire_recovery_queue(&mut self, now: u64) {
+        let keep = self.retention_hours.saturating_mul(3600);
+        self.recovery_queue
+            .retain(|_, q| q.deleted.saturating_add(keep) > now);
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -312,6 +343,8 @@ impl Array {
             luns: BTreeMap::new(),
             igroups: BTreeMap::new(),
             export_policies: BTreeMap::from([("default".to_string(), vec![default_rule])]),
+            recovery_queue: BTreeMap::new(),
+            retention_hours: default_retention_hours(),
         };
         self.svms.insert(name.to_string(), svm);
     }
@@ -336,11 +369,21 @@ impl Array {
         format!("5e1f0000-0000-4000-8000-{id:012x}")
     }
 
-    /// Bytes reserved on an aggregate by every volume of every SVM.
+    /// Bytes reserved on an aggregate by every volume of every SVM, those in a recovery queue
+    /// included (until they expire).
     pub fn used(&self, aggr: &str) -> u64 {
+        let now = now_secs();
         self.svms
             .values()
-            .flat_map(|s| s.volumes.values())
+            .flat_map(|s| {
+                let keep = s.retention_hours.saturating_mul(3600);
+                let queued = s
+                    .recovery_queue
+                    .values()
+                    .filter(move |q| q.deleted.saturating_add(keep) > now)
+                    .map(|q| &q.volume);
+                s.volumes.values().chain(queued)
+            })
             .filter_map(|v| v.alloc.get(aggr))
             .sum()
     }

@@ -242,6 +242,48 @@ async fn paging_follows_next_links_and_reads_only_the_fields_used() {
     );
 }
 
+/// A page ONTAP ended early holds no records yet links on: the list goes on to the end (a
+/// list that stopped there would miss volumes, e.g. in orphan and drift checks); an empty page
+/// linking to itself is an error, not a loop.
+#[tokio::test]
+async fn empty_pages_that_link_on_are_followed_to_the_end() {
+    let c = canned(
+        0,
+        Box::new(|s, _| {
+            let page = |records: Value, next: Option<&str>| {
+                let mut p = json!({"records": records,
+                    "num_records": records.as_array().unwrap().len()});
+                if let Some(n) = next {
+                    p["_links"] = json!({"next": {"href": n}});
+                }
+                (200, p)
+            };
+            match (s.path.as_str(), s.param("start").as_deref()) {
+                ("/api/svm/svms", _) => svms(),
+                ("/api/storage/luns", None) if s.param("name").as_deref() == Some("/vol/loop*") => {
+                    page(json!([]), Some("/api/storage/luns?start=loop"))
+                }
+                ("/api/storage/luns", Some("loop")) => {
+                    page(json!([]), Some("/api/storage/luns?start=loop"))
+                }
+                ("/api/storage/luns", None) => page(json!([]), Some("/api/storage/luns?start=1")),
+                ("/api/storage/luns", Some("1")) => page(
+                    json!([{"name": "/vol/trident_a/lun0", "space": {"size": 5}}]),
+                    Some("/api/storage/luns?start=2"),
+                ),
+                ("/api/storage/luns", Some("2")) => page(json!([]), None),
+                _ => error(404, "4", "no such path"),
+            }
+        }),
+    )
+    .await;
+    let client = c.client(json!({}));
+    let luns = client.luns("svm1", "/vol/trident_*").await.unwrap();
+    assert_eq!(luns.get("/vol/trident_a/lun0"), Some(&5));
+    let e = client.luns("svm1", "/vol/loop*").await.unwrap_err();
+    assert!(e.to_string().contains("links to itself"), "{e}");
+}
+
 /// Answers a volume create whose job reports `final_state` after one `running` poll.
 fn volume_create_server(final_job: Value) -> Answer {
     let polls = Arc::new(AtomicUsize::new(0));
@@ -375,14 +417,138 @@ async fn error_bodies_map_to_the_driver_error_classes() {
     assert_eq!(class("3").await, "unsupported");
     assert_eq!(class("other").await, "other");
     assert_eq!(class("500").await, "unavailable");
-    // Busy is retried, then reported as unavailable.
+    // A read is not retried on a busy answer; a change is, then reported as unavailable.
     assert_eq!(class("524486").await, "unavailable");
-    let busy = c
-        .seen()
+    let e = client
+        .change_retrying_busy(reqwest::Method::DELETE, &Req::new("/x/524486"), None)
+        .await
+        .unwrap_err();
+    assert!(e.into_driver().is_retryable());
+    let busy = |method: &str| {
+        c.seen()
+            .iter()
+            .filter(|s| s.path == "/api/x/524486" && s.method == method)
+            .count()
+    };
+    assert_eq!(busy("GET"), 1);
+    assert_eq!(busy("DELETE"), 3, "retried up to the policy's attempts");
+}
+
+/// Per-node publish over REST against answers shaped like §5.10's duplicate igroup: an igroup
+/// that exists (5374023) is taken as made, an initiator already in it (5374035) as added, and
+/// a map gets the number ONTAP picks (no `logical_unit_number` sent).
+#[tokio::test]
+async fn igroups_and_lun_maps_as_the_spec_shows() {
+    let maps_read = Arc::new(AtomicUsize::new(0));
+    let c = canned(
+        0,
+        Box::new(move |s, _| match (s.method.as_str(), s.path.as_str()) {
+            ("GET", "/api/svm/svms") => svms(),
+            ("GET", "/api/protocols/san/igroups") => (
+                200,
+                json!({"records": [{"uuid": "ig-3", "name": "storch-node-3"}], "num_records": 1}),
+            ),
+            ("POST", "/api/protocols/san/igroups") => error(
+                409,
+                "5374023",
+                "An initiator group with that name already exists.",
+            ),
+            ("POST", "/api/protocols/san/igroups/ig-3/initiators") => {
+                error(409, "5374035", "The initiator is already in the group.")
+            }
+            ("GET", "/api/protocols/san/lun-maps") => {
+                if maps_read.fetch_add(1, Ordering::SeqCst) == 0 {
+                    (200, json!({"records": [], "num_records": 0}))
+                } else {
+                    (
+                        200,
+                        json!({"records": [{"lun": {"name": "/vol/v/lun0", "uuid": "l-1"},
+                        "igroup": {"name": "storch-node-3", "uuid": "ig-3"},
+                        "logical_unit_number": 1}], "num_records": 1}),
+                    )
+                }
+            }
+            ("POST", "/api/protocols/san/lun-maps") => (
+                201,
+                json!({"num_records": 1, "records": [{"logical_unit_number": 1}]}),
+            ),
+            ("DELETE", "/api/protocols/san/lun-maps/l-1/ig-3") => {
+                error(404, "5374922", "The LUN map does not exist.")
+            }
+            ("DELETE", "/api/protocols/san/igroups/ig-3") => {
+                error(409, "1254213", "The initiator group is still mapped.")
+            }
+            _ => error(404, "4", "no such path"),
+        }),
+    )
+    .await;
+    let client = c.client(json!({}));
+    let iqn = "iqn.1993-08.org.debian:01:node3";
+    client
+        .igroup_add("svm1", "storch-node-3", iqn)
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .lun_map("svm1", "/vol/v/lun0", "storch-node-3")
+            .await
+            .unwrap(),
+        1
+    );
+    client
+        .lun_unmap("svm1", "/vol/v/lun0", "storch-node-3")
+        .await
+        .unwrap();
+    assert!(
+        !client
+            .igroup_destroy_unmapped("svm1", "storch-node-3")
+            .await
+            .unwrap(),
+        "still mapped: left in place"
+    );
+    let seen = c.seen();
+    let add = seen
         .iter()
-        .filter(|s| s.path == "/api/x/524486")
-        .count();
-    assert_eq!(busy, 3, "retried up to the policy's attempts");
+        .find(|s| s.path.ends_with("/initiators"))
+        .unwrap();
+    assert_eq!(add.body, json!({"name": iqn}));
+    let post = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == "/api/protocols/san/lun-maps")
+        .unwrap();
+    assert_eq!(post.param("return_records").as_deref(), Some("true"));
+    assert_eq!(post.body["igroup"]["name"], "storch-node-3");
+    assert_eq!(post.body["lun"]["name"], "/vol/v/lun0");
+    assert_eq!(post.body["svm"]["uuid"], SVM_UUID);
+    assert!(post.body.get("logical_unit_number").is_none());
+
+    // An igroup that is not there yet, and exists by the time of the POST: made.
+    let c = canned(
+        0,
+        Box::new(|s, _| match (s.method.as_str(), s.path.as_str()) {
+            ("GET", "/api/svm/svms") => svms(),
+            ("GET", "/api/protocols/san/igroups") => {
+                (200, json!({"records": [], "num_records": 0}))
+            }
+            ("POST", "/api/protocols/san/igroups") => error(
+                409,
+                "5374023",
+                "An initiator group with that name already exists.",
+            ),
+            _ => error(404, "4", "no such path"),
+        }),
+    )
+    .await;
+    c.client(json!({}))
+        .ensure_igroup("svm1", "storch-node-3")
+        .await
+        .unwrap();
+    let post = c.seen().into_iter().find(|s| s.method == "POST").unwrap();
+    assert_eq!(
+        post.body,
+        json!({"name": "storch-node-3", "protocol": "iscsi", "os_type": "linux",
+               "svm": {"uuid": SVM_UUID}})
+    );
 }
 
 #[tokio::test]

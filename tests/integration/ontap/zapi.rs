@@ -330,3 +330,82 @@ async fn async_job_is_polled_until_success() {
     assert_eq!(reqs[1].attr("vfiler"), None);
     assert_eq!(reqs[1].children[0].str_at("query/job-info/job-id"), "42");
 }
+
+/// Per-node publish and the recovery-queue purge over ZAPI against answers shaped like §1.9's
+/// `lun-map` example: the map list first, then `lun-map` without a LUN id, ONTAP's number
+/// read back; the "already so" errnos of igroup-add (9008), igroup-destroy (9029 still
+/// mapped, 9003 gone) and lun-unmap (9016) are success; the purge takes only this volume's
+/// queue entries.
+#[tokio::test]
+async fn lun_maps_igroups_and_the_recovery_queue_as_the_spec_shows() {
+    let failed = |errno: u32| {
+        doc(&format!(
+            "<results status=\"failed\" errno=\"{errno}\" reason=\"r\"/>"
+        ))
+    };
+    let passed = || doc("<results status=\"passed\"/>");
+    let c = canned(vec![
+        (
+            200,
+            doc("<results status=\"passed\"><initiator-groups/></results>"),
+        ),
+        (
+            200,
+            doc("<results status=\"passed\"><lun-id-assigned>1</lun-id-assigned></results>"),
+        ),
+        (200, failed(9008)),
+        (200, failed(9029)),
+        (200, failed(9003)),
+        (200, failed(9016)),
+        (
+            200,
+            doc("<results status=\"passed\"><attributes-list>\
+                 <volume-recovery-queue-info><volume-name>trident_a_1042</volume-name>\
+                 <vserver-name>svm1</vserver-name></volume-recovery-queue-info>\
+                 <volume-recovery-queue-info><volume-name>trident_ab_1043</volume-name>\
+                 <vserver-name>svm1</vserver-name></volume-recovery-queue-info>\
+                 </attributes-list><num-records>2</num-records></results>"),
+        ),
+        (200, passed()),
+    ])
+    .await;
+    let cl = client(&c);
+    let path = "/vol/trident_pvc_9f/lun0";
+    assert_eq!(cl.lun_map("svm1", path, "trident-node1").await.unwrap(), 1);
+    let iqn = "iqn.1993-08.org.debian:01:node1";
+    cl.igroup_add("svm1", "trident-node1", iqn).await.unwrap();
+    assert!(
+        !cl.igroup_destroy_unmapped("svm1", "trident-node1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        cl.igroup_destroy_unmapped("svm1", "trident-node1")
+            .await
+            .unwrap()
+    );
+    cl.lun_unmap("svm1", path, "trident-node1").await.unwrap();
+    cl.recovery_queue_purge("svm1", "trident_a").await.unwrap();
+
+    let reqs = c.requests.lock().unwrap();
+    assert_eq!(reqs.len(), 8, "nothing else was sent");
+    let call = |i: usize| reqs[i].children[0].clone();
+    assert_eq!(call(0).name, "lun-map-list-info");
+    let map = call(1);
+    assert_eq!(map.name, "lun-map");
+    assert_eq!(map.str_at("initiator-group"), "trident-node1");
+    assert_eq!(map.str_at("path"), path);
+    assert_eq!(map.text_at("lun-id"), None, "ONTAP picks the number");
+    assert_eq!(reqs[1].attr("vfiler"), Some("svm1"));
+    assert_eq!(call(2).str_at("initiator"), iqn);
+    let list = call(6);
+    assert_eq!(list.name, "volume-recovery-queue-get-iter");
+    assert_eq!(
+        list.str_at("query/volume-recovery-queue-info/volume-name"),
+        "trident_a*"
+    );
+    let purge = call(7);
+    assert_eq!(purge.name, "volume-recovery-queue-purge");
+    assert_eq!(purge.str_at("volume-name"), "trident_a_1042");
+    assert_eq!(purge.str_at("vserver-name"), "svm1");
+}

@@ -89,7 +89,9 @@ pub(super) fn accepted(api: &str) -> Result<&'static [&'static str], Fail> {
         | "quota-list-entries-iter"
         | "lun-get-iter"
         | "igroup-get-iter"
+        | "volume-recovery-queue-get-iter"
         | "export-rule-get-iter" => ITER,
+        "volume-recovery-queue-purge" => &["volume-name", "vserver-name"],
         "vserver-show-aggr-get-iter" => &[
             "max-records",
             "tag",

@@ -8,6 +8,7 @@
 //! - `query.rs`: iterators (query patterns, paging, `desired-attributes`).
 //! - `system.rs`: system, SVMs, aggregates, LIFs, iSCSI service, jobs.
 //! - `volumes.rs`: volumes (create, list, mount, state, destroy, size, modify).
+//! - `recovery.rs`: the recovery queue of destroyed volumes.
 //! - `clones.rs`: volume clones (create, split).
 //! - `snapshots.rs`: snapshots.
 //! - `qtrees.rs`: qtrees and quotas.
@@ -22,13 +23,16 @@ mod inputs;
 mod luns;
 mod qtrees;
 mod query;
+mod recovery;
 mod snapshots;
 mod system;
 mod volumes;
 
 use std::collections::BTreeMap;
 
-use super::state::{Array, ExportRule, Igroup, Job, Lun, Qtree, Snapshot, Svm, Volume, now_secs};
+use super::state::{
+    Array, ExportRule, Igroup, Job, Lun, Qtree, QueuedVolume, Snapshot, Svm, Volume, now_secs,
+};
 use crate::wire::zapi::Node;
 use crate::wire::zapi::errno;
 
@@ -39,6 +43,7 @@ use self::luns::*;
 use self::qtrees::*;
 use self::query::*;
 pub use self::query::{pattern_matches, project, query_matches};
+use self::recovery::*;
 use self::snapshots::*;
 use self::system::*;
 use self::volumes::*;
@@ -105,6 +110,8 @@ pub(super) struct Ctx<'a> {
     pub a: &'a mut Array,
     pub svm: Option<String>,
     pub tuning: Tuning,
+    /// The user is an SVM admin (vsadmin), not a cluster admin.
+    pub svm_user: bool,
 }
 
 impl Ctx<'_> {
@@ -233,6 +240,8 @@ pub(super) fn dispatch(ctx: &mut Ctx<'_>, api: &Node) -> R {
         "volume-online" => volume_state(ctx, api, "online"),
         "volume-destroy" => volume_destroy(ctx, api, false),
         "volume-destroy-async" => volume_destroy(ctx, api, true),
+        "volume-recovery-queue-get-iter" => recovery_queue_get_iter(ctx, api),
+        "volume-recovery-queue-purge" => recovery_queue_purge(ctx, api),
         "volume-size" => volume_size(ctx, api, false),
         "volume-size-async" => volume_size(ctx, api, true),
         "volume-modify-iter" => volume_modify_iter(ctx, api, false),

@@ -143,7 +143,8 @@ pub(super) fn volume_create(ctx: &mut Ctx<'_>, api: &Node, flexgroup: bool) -> R
             .collect(),
     );
     let svm = ctx.svm(&api.name)?;
-    if svm.volumes.contains_key(&name) {
+    svm.expire_recovery_queue(now_secs());
+    if svm.volumes.contains_key(&name) || svm.recovery_queue.contains_key(&name) {
         return Err(fail(
             errno::EEXIST,
             format!("Duplicate volume name {name}."),
@@ -169,7 +170,10 @@ pub(super) fn volume_create(ctx: &mut Ctx<'_>, api: &Node, flexgroup: bool) -> R
     if encrypt && (ontapi < 110 || nve.iter().any(|c| !c)) {
         return Err(fail(
             errno::EAPIERROR,
-            "Volume encryption is not supported on this aggregate",
+            format!(
+                "Volume encryption is not supported on aggregate {}: it is not NVE capable",
+                aggregates.join(", ")
+            ),
         ));
     }
     if let Some(j) = &junction {
@@ -404,7 +408,10 @@ pub(super) fn volume_destroy(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R
     }
     .to_string();
     let force = flag(api, "unmount-and-offline");
+    // The volume's DSID, which names it in the recovery queue.
+    let dsid = 1000 + ctx.a.id();
     let svm = ctx.svm(&api.name)?;
+    svm.expire_recovery_queue(now_secs());
     let v = svm.volumes.get(&name).ok_or_else(|| vol_missing(&name))?;
     if !is_async {
         flexgroup_needs_async(&name, v, "volume-destroy-async")?;
@@ -431,8 +438,21 @@ pub(super) fn volume_destroy(ctx: &mut Ctx<'_>, api: &Node, is_async: bool) -> R
             format!("Volume {name} has FlexClone children; split or delete them first"),
         ));
     }
-    svm.volumes.remove(&name);
+    let queue_name = format!("{name}_{dsid}");
+    let Some(v) = svm.volumes.remove(&name) else {
+        return Err(vol_missing(&name));
+    };
     svm.luns.retain(|p, _| lun_volume(p) != Some(name.as_str()));
+    if svm.retention_hours > 0 {
+        svm.recovery_queue.insert(
+            queue_name,
+            QueuedVolume {
+                original: name.clone(),
+                deleted: now_secs(),
+                volume: v,
+            },
+        );
+    }
     if is_async {
         Ok(start_job(ctx, &format!("Destroy {name}")))
     } else {

@@ -7,6 +7,7 @@
 //! - `volumes.rs`: volumes (FlexVol, FlexGroup, clones) and snapshots.
 //! - `nas.rs`: qtrees, quota rules, export policies and rules.
 //! - `san.rs`: LUNs, igroups and their initiators, LUN maps.
+//! - `recovery.rs`: the recovery queue through the private CLI passthrough.
 //!
 //! Every change runs as the ZAPI call that makes it (`zapi`), so both front ends keep one set
 //! of rules: a create refused over ZAPI is refused over REST with the matching REST code.
@@ -15,6 +16,7 @@
 mod cluster;
 mod collection;
 mod nas;
+mod recovery;
 mod san;
 mod volumes;
 
@@ -152,6 +154,7 @@ impl Ctx<'_> {
             a: self.a,
             svm: Some(svm.to_string()),
             tuning: self.tuning,
+            svm_user: matches!(self.scope, UserScope::Svm(_)),
         };
         api::dispatch(&mut ctx, &call)
     }
@@ -437,6 +440,9 @@ fn route(ctx: &mut Ctx<'_>, r: &Req) -> Answer {
             nas::route(ctx, r, m, &segs)
         }
         ["storage", "luns", ..] | ["protocols", "san", ..] => san::route(ctx, r, m, &segs),
+        ["private", "cli", "volume", "recovery-queue", rest @ ..] => {
+            recovery::route(ctx, r, m, rest)
+        }
         _ => Err(err(
             404,
             4,

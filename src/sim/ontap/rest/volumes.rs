@@ -197,6 +197,12 @@ pub(super) fn route(ctx: &mut Ctx<'_>, r: &Req, m: &str, segs: &[&str]) -> Answe
                 .with_leaf("unmount-and-offline", "true");
             ctx.zapi(&s, call)
                 .map_err(|f| mapped(f, &[(errno::EVOLDEL_NOT_ALLOW_BY_CLONE, 409, 524615)]))?;
+            if r.flag("force") {
+                // `force` skips the recovery queue.
+                if let Some(svm) = ctx.a.svms.get_mut(&s) {
+                    svm.recovery_queue.retain(|_, q| q.volume.uuid != *uuid);
+                }
+            }
             Ok(Reply::Job(
                 ctx.job(&s, format!("DELETE /api/storage/volumes/{uuid}")),
                 None,
