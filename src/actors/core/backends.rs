@@ -51,7 +51,9 @@ impl Core {
             // A body naming no backend updates this one; one naming another is refused
             // once the body itself is known to be valid (the backend's actor decides).
             if let Some(obj) = doc.as_object_mut()
-                && obj.get("backendName").is_none_or(serde_json::Value::is_null)
+                && obj
+                    .get("backendName")
+                    .is_none_or(serde_json::Value::is_null)
             {
                 obj.insert("backendName".into(), name.into());
             }

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::json;
 use storch::drivers::eseries::eseries_internal_name;
@@ -62,8 +61,12 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
                 ))
             })
             .collect();
-        tokio::time::sleep(Duration::from_millis(150 + rand::random::<u64>() % 500)).await;
-        server.kill();
+        crate::support::crash::kill_under_load(
+            &mut server,
+            &acked,
+            150 + rand::random::<u64>() % 500,
+        )
+        .await;
         for t in tasks {
             t.await.unwrap();
         }

@@ -85,9 +85,12 @@ impl CrashLoop {
                 })
                 .collect();
             let (least, spread) = self.load_ms;
-            let ms = least + rand::random::<u64>() % spread.max(1);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            server.kill();
+            kill_under_load(
+                &mut server,
+                &acked,
+                least + rand::random::<u64>() % spread.max(1),
+            )
+            .await;
             for t in tasks {
                 t.await.unwrap();
             }
@@ -140,4 +143,17 @@ impl CrashLoop {
             .expect("a backend name")
             .to_string()
     }
+}
+
+/// SIGKILLs `server` after `ms` of load, and not before the load has had a create
+/// acknowledged since this call: however slow the array, every round kills a server that was
+/// making volumes.
+pub async fn kill_under_load(server: &mut Server, acked: &Mutex<Acked>, ms: u64) {
+    let before = acked.lock().unwrap().creates;
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    super::eventually("a create acknowledged in this round", async || {
+        acked.lock().unwrap().creates > before
+    })
+    .await;
+    server.kill();
 }

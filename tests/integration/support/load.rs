@@ -8,6 +8,8 @@ pub struct Acked {
     pub live: std::collections::BTreeSet<String>,
     /// Volumes whose delete was acknowledged.
     pub deleted: std::collections::BTreeSet<String>,
+    /// Creates acknowledged so far (a crash round waits for one before it kills).
+    pub creates: u64,
 }
 
 /// Creates `TAG-0`, `TAG-1`, … of `size` in `class` until the server goes away, deleting an
@@ -30,7 +32,9 @@ pub async fn load(
             .await
         {
             Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
-                acked.lock().unwrap().live.insert(name.clone());
+                let mut acked = acked.lock().unwrap();
+                acked.live.insert(name.clone());
+                acked.creates += 1;
             }
             Ok(_) => {}
             Err(_) => return, // the server is gone

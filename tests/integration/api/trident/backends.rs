@@ -120,7 +120,10 @@ async fn backend_add_get_list_update_delete() {
         .await;
     assert_eq!(r.status, 400, "{}", r.json);
     assert!(
-        r.json["error"].as_str().unwrap().contains("does not rename"),
+        r.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not rename"),
         "{}",
         r.json
     );
