@@ -30,7 +30,7 @@ mod shared;
 mod standby;
 mod volume;
 
-pub use self::core::Core;
+pub use self::core::{Core, PublishRequest, UnpublishNode};
 pub use crate::projections::{
     BackendState, BackendView, Explanation, PoolExplanation, PoolView, SnapshotView,
     StorageClassView, VolumeState, VolumeView,

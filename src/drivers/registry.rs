@@ -26,7 +26,7 @@ pub struct BuiltDriver {
 /// A known Trident driver that this build does not include is `Unsupported`; any other name is
 /// `Invalid`.
 pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError> {
-    let common = CommonConfig::parse(doc)?;
+    let mut common = CommonConfig::parse(doc)?;
     let driver: Arc<dyn StorageDriver> = match common.storage_driver_name.as_str() {
         super::fake::DRIVER_NAME => Arc::new(FakeDriver::from_config(doc, &common)?),
         "ontap-nas" | "ontap-nas-economy" | "ontap-nas-flexgroup" | "ontap-san" => {
@@ -35,7 +35,12 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         solidfire::DRIVER_NAME => Arc::new(SolidFireDriver::from_config(doc, &common)?),
         eseries::DRIVER_NAME => Arc::new(EseriesDriver::from_config(doc, &common)?),
-        nexentastor::DRIVER_NAME => Arc::new(NexentaDriver::from_config(doc, &common)?),
+        nexentastor::DRIVER_NAME => {
+            let driver = NexentaDriver::from_config(doc, &common)?;
+            // The seed's `zone` key is this family's way of saying supportedTopologies.
+            common.supported_topologies = driver.config().topology(&common.supported_topologies)?;
+            Arc::new(driver)
+        }
         name => {
             return Err(DriverError::Invalid(format!(
                 "unknown storage driver: {name}"
