@@ -39,5 +39,6 @@ pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats
 pub use declared::{ApplyReport, Declared};
 pub use error::{CoreError, RequestCtx};
 pub use options::CoreOptions;
+pub use placement::OUTSIDE_TOPOLOGY;
 pub use runtime::CoreRuntime;
 pub use shared::Readiness;
