@@ -142,7 +142,10 @@ pub(crate) async fn add(
     ];
     if !prepared.topology.is_empty() {
         let segments = prepared.topology.clone();
-        events.push(Event::backend(&name, BackendEvent::TopologyDeclared { segments }));
+        events.push(Event::backend(
+            &name,
+            BackendEvent::TopologyDeclared { segments },
+        ));
     }
     shared.append(&ctx.request_id, events).await?;
     start(shared, &name, DriverSource::Ready(prepared.driver));
@@ -205,7 +208,10 @@ async fn decide_update(
     }
     if old.topology != prepared.topology {
         let segments = prepared.topology.clone();
-        events.push(Event::backend(&new_name, BackendEvent::TopologyDeclared { segments }));
+        events.push(Event::backend(
+            &new_name,
+            BackendEvent::TopologyDeclared { segments },
+        ));
     }
     for vol in &old.volumes {
         let Some(rec) = shared.projection.read(|s| s.volumes.get(vol).cloned()) else {

@@ -18,8 +18,10 @@ pub mod convert;
 pub mod identity;
 pub mod node_id;
 pub mod proto;
+mod publish;
 mod snapshots;
 pub mod status;
+pub mod topology;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

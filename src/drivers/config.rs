@@ -127,7 +127,13 @@ fn parse_topologies(obj: &Map<String, Value>) -> Result<Vec<Segment>, DriverErro
     let items = match field(obj, FIELD) {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
-        Some(other) => return Err(wrong_type(FIELD, "a list of topology label maps", Some(other))),
+        Some(other) => {
+            return Err(wrong_type(
+                FIELD,
+                "a list of topology label maps",
+                Some(other),
+            ));
+        }
     };
     let mut out: Vec<Segment> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -328,7 +334,8 @@ mod tests {
 
     #[test]
     fn supported_topologies_are_checked_strictly() {
-        let doc = |t: Value| json!({"version": 1, "storageDriverName": "fake", "supportedTopologies": t});
+        let doc =
+            |t: Value| json!({"version": 1, "storageDriverName": "fake", "supportedTopologies": t});
         let c = CommonConfig::parse(&doc(json!([
             {"topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1"},
             {"topology.kubernetes.io/zone": "z2"},
@@ -336,15 +343,29 @@ mod tests {
         ])))
         .unwrap();
         assert_eq!(c.supported_topologies.len(), 2, "the duplicate is dropped");
-        assert_eq!(c.supported_topologies[1]["topology.kubernetes.io/zone"], "z2");
-        assert!(CommonConfig::parse(&doc(json!(null))).unwrap().supported_topologies.is_empty());
+        assert_eq!(
+            c.supported_topologies[1]["topology.kubernetes.io/zone"],
+            "z2"
+        );
+        assert!(
+            CommonConfig::parse(&doc(json!(null)))
+                .unwrap()
+                .supported_topologies
+                .is_empty()
+        );
         for (bad, names) in [
             (json!({"zone": "z1"}), "supportedTopologies:"),
             (json!(["z1"]), "supportedTopologies[0]:"),
             (json!([{}]), "supportedTopologies[0]:"),
             (json!([{"zone": 1}]), "supportedTopologies[0].zone:"),
-            (json!([{"zone": "z1"}, {"Bad Key": "z"}]), "supportedTopologies[1]:"),
-            (json!([{"topology.kubernetes.io/zone": "-z"}]), "supportedTopologies[0].topology.kubernetes.io/zone:"),
+            (
+                json!([{"zone": "z1"}, {"Bad Key": "z"}]),
+                "supportedTopologies[1]:",
+            ),
+            (
+                json!([{"topology.kubernetes.io/zone": "-z"}]),
+                "supportedTopologies[0].topology.kubernetes.io/zone:",
+            ),
         ] {
             let msg = invalid(doc(bad.clone()));
             assert!(msg.contains(names), "{bad}: {msg}");

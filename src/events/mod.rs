@@ -140,7 +140,9 @@ pub enum VolumeEvent {
         publication: Box<Publication>,
     },
     /// The host's access was taken away.
-    Unpublished { node_id: String },
+    Unpublished {
+        node_id: String,
+    },
 }
 
 /// An event of any stream, with the stream's object name.
@@ -335,7 +337,11 @@ impl Event {
                     node_id,
                     publication,
                 } => {
-                    let ro = if publication.readonly { ", read-only" } else { "" };
+                    let ro = if publication.readonly {
+                        ", read-only"
+                    } else {
+                        ""
+                    };
                     format!("volume {name} published to {node_id}{ro}")
                 }
                 VolumeEvent::Unpublished { node_id } => {

@@ -14,10 +14,10 @@ pub mod topology;
 pub mod volume;
 
 pub use attributes::{AttrType, Offer, Request, json_kind};
+pub use publication::Publication;
 pub use request::{
     RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
 };
-pub use publication::Publication;
 pub use size::{format_size, parse_size};
 pub use storage_class::{
     ClassParameters, CompiledClass, PoolSelector, PoolVerdict, StorageClassConfig,

@@ -43,7 +43,10 @@ impl TopologyRequirement {
 
     /// Checks every segment; the error names the field (`requisite[0]`, …).
     pub fn check(&self, field: &str) -> Result<(), String> {
-        for (name, list) in [("requisite", &self.requisite), ("preferred", &self.preferred)] {
+        for (name, list) in [
+            ("requisite", &self.requisite),
+            ("preferred", &self.preferred),
+        ] {
             for (i, s) in list.iter().enumerate() {
                 check_segment(&format!("{field}.{name}[{i}]"), s)?;
             }
@@ -142,11 +145,20 @@ mod tests {
         assert!(reaches(&[], &node), "no segment: everywhere");
         assert!(reaches(std::slice::from_ref(&zone1), &node));
         assert!(!reaches(std::slice::from_ref(&zone1), &other));
-        assert!(reaches(std::slice::from_ref(&region), &other), "region-wide");
-        assert!(!reaches(&[node.clone()], &zone1), "the node lacks the region label");
+        assert!(
+            reaches(std::slice::from_ref(&region), &other),
+            "region-wide"
+        );
+        assert!(
+            !reaches(&[node.clone()], &zone1),
+            "the node lacks the region label"
+        );
         let upper = seg(&[("Topology.Kubernetes.io/Zone", "z1")]);
         assert!(reaches(&[zone1.clone()], &upper), "keys ignore case");
-        assert!(!reaches(&[zone1.clone()], &seg(&[(ZONE_KEY, "Z1")])), "values do not");
+        assert!(
+            !reaches(&[zone1.clone()], &seg(&[(ZONE_KEY, "Z1")])),
+            "values do not"
+        );
     }
 
     #[test]
@@ -171,7 +183,12 @@ mod tests {
         assert!(check_segment("s", &seg(&[("zone", "a.b_c")])).is_ok());
         let e = check_segment("s[0]", &Segment::new()).unwrap_err();
         assert!(e.starts_with("s[0]"), "{e}");
-        for bad in ["Upper.io/zone", "/zone", "a/-zone", &format!("{}/z", "a".repeat(64))] {
+        for bad in [
+            "Upper.io/zone",
+            "/zone",
+            "a/-zone",
+            &format!("{}/z", "a".repeat(64)),
+        ] {
             let e = check_segment("s", &seg(&[(bad, "z")])).unwrap_err();
             assert!(e.contains("key"), "{bad}: {e}");
         }

@@ -100,7 +100,9 @@ impl Core {
         {
             Ok(())
         } else {
-            Err(CoreError::NotFound(format!("volume {volume} was not found")))
+            Err(CoreError::NotFound(format!(
+                "volume {volume} was not found"
+            )))
         }
     }
 }

@@ -290,7 +290,7 @@ impl StorageDriver for FakeDriver {
             })
             .collect();
         drop(st);
-        json!({
+        let mut config = json!({
             "version": 1,
             "storageDriverName": DRIVER_NAME,
             "storagePrefix": self.storage_prefix,
@@ -298,8 +298,12 @@ impl StorageDriver for FakeDriver {
             "protocol": self.protocol.as_str(),
             "pools": pools,
             "InstanceName": self.instance_name,
-            "perHostAccess": self.per_host_access,
-        })
+        });
+        // storch's knob, shown only when set: Trident's shape otherwise.
+        if self.per_host_access {
+            config["perHostAccess"] = json!(true);
+        }
+        config
     }
 
     fn internal_name(&self, volume_name: &str) -> String {
@@ -578,7 +582,11 @@ impl StorageDriver for FakeDriver {
         self.per_host_access
     }
 
-    async fn publish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<PublishContext> {
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
         if !self.per_host_access {
             return Ok(PublishContext::new());
         }

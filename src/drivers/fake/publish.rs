@@ -103,9 +103,9 @@ mod tests {
     use serde_json::json;
 
     use super::super::tests::{GIB, driver, state_cfg};
-    use crate::drivers::testing::req;
     use super::*;
     use crate::drivers::StorageDriver;
+    use crate::drivers::testing::req;
 
     fn host(node: &str, iqn: Option<&str>) -> HostAccess {
         HostAccess {
@@ -135,7 +135,11 @@ mod tests {
         let a = d.publish("a", &n1).await.unwrap();
         assert_eq!(a["iscsiLunNumber"], "0");
         assert_eq!(a["accessGroup"], "fake-n1");
-        assert_eq!(d.publish("a", &n1).await.unwrap(), a, "a repeat is the same grant");
+        assert_eq!(
+            d.publish("a", &n1).await.unwrap(),
+            a,
+            "a repeat is the same grant"
+        );
         assert_eq!(d.publish("b", &n1).await.unwrap()["iscsiLunNumber"], "1");
         let n2 = host("n2", Some("iqn.2026-01.io.storch:n2"));
         assert_eq!(d.publish("b", &n2).await.unwrap()["iscsiLunNumber"], "0");
@@ -167,7 +171,10 @@ mod tests {
             let d = FakeDriver::new(&doc).unwrap();
             d.create(&req("v", "p1", GIB)).await.unwrap();
             let ctx = d.publish("v", &host("n1", None)).await.unwrap();
-            assert!(!ctx.contains_key("iscsiLunNumber"), "a file volume has no LUN");
+            assert!(
+                !ctx.contains_key("iscsiLunNumber"),
+                "a file volume has no LUN"
+            );
         }
         let d = FakeDriver::new(&doc).unwrap();
         assert_eq!(d.hosts_of("v"), ["n1"]);

@@ -90,13 +90,13 @@ async fn bad_requests_name_the_field_and_change_nothing() {
             CreateVolumeRequest {
                 accessibility_requirements: Some(TopologyRequirement {
                     requisite: vec![Topology {
-                        segments: params(&[("topology.storch.io/zone", "z1")]),
+                        segments: params(&[("Topology.Storch.io/zone", "z1")]),
                     }],
                     preferred: vec![],
                 }),
                 ..create_request("x")
             },
-            "accessibility_requirements",
+            "accessibility_requirements.requisite[0]",
         ),
         (
             CreateVolumeRequest {
