@@ -183,7 +183,8 @@ async fn capacity_per_segment_and_backends_without_topology() {
 }
 
 /// `supportedTopologies` is checked strictly (a refusal names the field and adds nothing) and
-/// shown per pool by GET backend.
+/// shown per pool by GET backend; explain (REST and `storch explain`'s query) says which
+/// pools a topology leaves out.
 #[tokio::test]
 async fn supported_topologies_are_validated_and_shown() {
     let csi = zoned().await;
@@ -208,4 +209,30 @@ async fn supported_topologies_are_validated_and_shown() {
         east["backend"]["storage"]["pool1"]["supportedTopologies"],
         json!([{ZONE: "z1"}])
     );
+    // The class CreateVolume made for these parameters.
+    create(&csi, in_zones(&unique("e"), &["z1"], &[]))
+        .await
+        .unwrap();
+    let classes: Value =
+        serde_json::from_str(&csi.get_text("/trident/v1/storageclass").await).unwrap();
+    let class = classes["storageClasses"][0].as_str().unwrap().to_string();
+    let explained: Value = serde_json::from_str(
+        &csi.get_text(&format!(
+            "/trident/v1/storageclass/{class}/explain?topology={ZONE}=z1"
+        ))
+        .await,
+    )
+    .unwrap();
+    let pools = explained["explanation"]["pools"].as_array().unwrap();
+    let west = pools.iter().find(|p| p["backend"] == "west").unwrap();
+    assert_eq!(west["candidate"], false);
+    assert!(
+        west["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("outside the requested topology"),
+        "{west}"
+    );
+    let east = pools.iter().find(|p| p["backend"] == "east").unwrap();
+    assert_eq!(east["candidate"], true, "{east}");
 }
