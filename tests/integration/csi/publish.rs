@@ -356,7 +356,10 @@ async fn per_host_grants_reach_the_array_and_survive_a_restart() {
 
     csi.restart().await;
     let mut c = csi.controller.clone();
-    assert_eq!(published_nodes(&csi, &id).await, [node.clone()]);
+    assert_eq!(
+        published_nodes(&csi, &id).await,
+        std::slice::from_ref(&node)
+    );
     let again = c
         .controller_publish_volume(publish_req(&id, &node, cap.clone(), false))
         .await

@@ -133,7 +133,6 @@ async fn capacity_per_segment_and_backends_without_topology() {
         volume_capabilities: vec![mount(Mode::SingleNodeWriter)],
         parameters: params(&[("media", "ssd")]),
         accessible_topology: t,
-        ..GetCapacityRequest::default()
     };
     let pool = 100i64 << 30;
     let all = c.get_capacity(capacity(None)).await.unwrap().into_inner();
