@@ -201,6 +201,25 @@ impl FakeDriver {
         }
     }
 
+    /// Changes a volume the array holds (`change` says whether it changed anything) and makes
+    /// the change durable; a volume the array does not hold is success, unchanged.
+    async fn change_if_held(
+        &self,
+        internal_name: &str,
+        change: impl FnOnce(&mut Volume) -> bool,
+    ) -> DriverResult<()> {
+        self.delay().await;
+        let pending = {
+            let mut guard = self.lock();
+            let st = &mut *guard;
+            match st.volumes.get_mut(internal_name) {
+                Some(v) if change(v) => self.commit(st),
+                _ => return Ok(()),
+            }
+        };
+        self.persist(pending).await
+    }
+
     /// Checks the size and the pool's room, then takes the bytes.
     fn reserve(&self, free: &mut [u64], pool: usize, size: u64, name: &str) -> DriverResult<()> {
         let available = free[pool];
@@ -539,20 +558,11 @@ impl StorageDriver for FakeDriver {
     }
 
     async fn delete_snapshot(&self, internal_name: &str, snapshot: &str) -> DriverResult<()> {
-        self.delay().await;
-        let pending = {
-            let mut guard = self.lock();
-            let st = &mut *guard;
-            let Some(v) = st.volumes.get_mut(internal_name) else {
-                return Ok(());
-            };
-            let Some(i) = v.snapshots.iter().position(|s| s.name == snapshot) else {
-                return Ok(());
-            };
-            v.snapshots.remove(i);
-            self.commit(st)
-        };
-        self.persist(pending).await
+        self.change_if_held(internal_name, |v| {
+            let i = v.snapshots.iter().position(|s| s.name == snapshot);
+            i.map(|i| v.snapshots.remove(i)).is_some()
+        })
+        .await
     }
 
     async fn list_volumes(&self) -> DriverResult<Vec<VolumeInfo>> {

@@ -73,19 +73,8 @@ impl FakeDriver {
 
     /// Takes `host`'s access away; a host without access or a volume gone is success.
     pub(super) async fn revoke(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
-        self.delay().await;
-        let pending = {
-            let mut guard = self.lock();
-            let st = &mut *guard;
-            let Some(v) = st.volumes.get_mut(internal_name) else {
-                return Ok(());
-            };
-            if v.hosts.remove(&host.node).is_none() {
-                return Ok(());
-            }
-            self.commit(st)
-        };
-        self.persist(pending).await
+        self.change_if_held(internal_name, |v| v.hosts.remove(&host.node).is_some())
+            .await
     }
 
     /// The hosts granted access to a volume, by node name (tests).
