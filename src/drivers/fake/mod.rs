@@ -212,10 +212,13 @@ impl FakeDriver {
         let pending = {
             let mut guard = self.lock();
             let st = &mut *guard;
-            match st.volumes.get_mut(internal_name) {
-                Some(v) if change(v) => self.commit(st),
-                _ => return Ok(()),
+            let Some(v) = st.volumes.get_mut(internal_name) else {
+                return Ok(());
+            };
+            if !change(v) {
+                return Ok(());
             }
+            self.commit(st)
         };
         self.persist(pending).await
     }
