@@ -96,6 +96,55 @@ mod tests {
     }
 
     #[test]
+    fn nexentastor_zone_is_its_topology() {
+        let doc = |extra: serde_json::Value| {
+            let mut d = json!({
+                "version": 1,
+                "storageDriverName": "nexentastor-iscsi",
+                "restIp": "https://10.0.0.1:8443",
+                "username": "admin",
+                "password": "pw",
+                "defaultVolumeGroup": "pool/vg",
+                "defaultDataIp": "10.0.0.2",
+                "dynamicTargetLunAllocation": true,
+            });
+            for (k, v) in extra.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            d
+        };
+        let zoned = build_driver(&doc(json!({"zone": "z1"}))).unwrap();
+        assert_eq!(
+            zoned.common.supported_topologies,
+            [crate::model::Segment::from([(
+                crate::model::topology::ZONE_KEY.to_string(),
+                "z1".to_string()
+            )])]
+        );
+        let listed = build_driver(&doc(
+            json!({"supportedTopologies": [{"topology.kubernetes.io/region": "r1"}]}),
+        ))
+        .unwrap();
+        assert_eq!(listed.common.supported_topologies.len(), 1);
+        assert!(
+            build_driver(&doc(json!({})))
+                .unwrap()
+                .common
+                .supported_topologies
+                .is_empty()
+        );
+        for bad in [
+            json!({"zone": "z1", "supportedTopologies": [{"a": "b"}]}),
+            json!({"zone": "not a zone"}),
+        ] {
+            match build_driver(&doc(bad.clone())) {
+                Err(DriverError::Invalid(m)) => assert!(m.contains("zone"), "{bad}: {m}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn fake_is_built() {
         let built = build_driver(&json!({
             "version": 1,
