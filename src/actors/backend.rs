@@ -20,6 +20,8 @@ pub(crate) struct BackendActor {
     status: Arc<BackendStatus>,
     shared: Arc<Shared>,
     init_attempts: u32,
+    /// The topology of the config just built from the log, to record once discovered.
+    topology: Option<Vec<crate::model::Segment>>,
 }
 
 /// Where a backend actor gets its driver.
@@ -52,6 +54,7 @@ pub(crate) fn start(shared: &Arc<Shared>, name: &str, source: DriverSource) {
         status: status.clone(),
         shared: shared.clone(),
         init_attempts: 0,
+        topology: None,
     };
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     let slot = BackendSlot {
@@ -88,6 +91,7 @@ pub(crate) async fn prepare(
     let driver_name = built.driver.driver_name().to_string();
     let label = built.common.backend_name.as_deref().unwrap_or(&driver_name);
     let mut driver = LimitedDriver::new(label, built.driver.clone(), limit);
+    let topology = built.common.supported_topologies.clone();
     let discovery = driver.discover().await.map_err(|e| {
         CoreError::Failed(format!(
             "problem initializing storage driver '{driver_name}': {e}"
@@ -107,6 +111,7 @@ pub(crate) async fn prepare(
         redacted: redacted.to_string(),
         sealed: shared.secrets.seal(&secrets),
         discovery,
+        topology,
     })
 }
 
@@ -118,7 +123,7 @@ pub(crate) async fn add(
     prepared: PreparedBackend,
 ) -> Result<String, CoreError> {
     let name = prepared.name.clone();
-    let events = vec![
+    let mut events = vec![
         Event::backend(
             &name,
             BackendEvent::Added {
@@ -135,6 +140,13 @@ pub(crate) async fn add(
             },
         ),
     ];
+    if !prepared.topology.is_empty() {
+        let segments = prepared.topology.clone();
+        events.push(Event::backend(
+            &name,
+            BackendEvent::TopologyDeclared { segments },
+        ));
+    }
     shared.append(&ctx.request_id, events).await?;
     start(shared, &name, DriverSource::Ready(prepared.driver));
     super::class::rematch_all(shared).await;
@@ -182,6 +194,13 @@ async fn decide_update(
                 protocol: prepared.discovery.protocol,
                 pools: prepared.discovery.pools.clone(),
             },
+        ));
+    }
+    if old.topology != prepared.topology {
+        let segments = prepared.topology.clone();
+        events.push(Event::backend(
+            &new_name,
+            BackendEvent::TopologyDeclared { segments },
         ));
     }
     let mut unreached = Vec::new();
@@ -333,6 +352,7 @@ impl BackendActor {
         {
             match crate::drivers::build_driver(doc) {
                 Ok(built) => {
+                    self.topology = Some(built.common.supported_topologies.clone());
                     let limit = limit::concurrency_limit(doc).unwrap_or(limit::DEFAULT_LIMIT);
                     let driver = LimitedDriver::new(&self.name, built.driver, limit);
                     self.status.set_driver(Arc::new(driver));
@@ -346,9 +366,13 @@ impl BackendActor {
         };
         let shared = self.shared.clone();
         let name = self.name.clone();
+        let topology = self.topology.take();
         let fut = async move {
             let discovery = driver.discover().await?;
             record_discovery(&shared, &name, &discovery).await;
+            if let Some(segments) = topology {
+                record_topology(&shared, &name, segments).await;
+            }
             report_unknown_volumes(&shared, &name, &*driver).await;
             Ok::<_, DriverError>(())
         };
@@ -391,6 +415,20 @@ async fn record_discovery(shared: &Shared, name: &str, discovery: &crate::driver
         );
         if let Err(e) = shared.append("discovery", vec![ev]).await {
             tracing::warn!(backend = %name, error = %e, "could not record discovered pools");
+        }
+    }
+}
+
+/// Records the topology of a config from the log when the log's differs (a backend recorded
+/// by a build that did not read `supportedTopologies`).
+async fn record_topology(shared: &Shared, name: &str, segments: Vec<crate::model::Segment>) {
+    let changed = shared
+        .projection
+        .read(|s| s.backends.get(name).is_some_and(|b| b.topology != segments));
+    if changed {
+        let ev = Event::backend(name, BackendEvent::TopologyDeclared { segments });
+        if let Err(e) = shared.append("discovery", vec![ev]).await {
+            tracing::warn!(backend = %name, error = %e, "could not record the backend's topology");
         }
     }
 }

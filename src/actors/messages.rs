@@ -56,6 +56,22 @@ pub(crate) struct ResizeVolume {
     pub size: RequestedSize,
 }
 
+/// Make a volume available to a host (and record it); see `Core::publish_volume`.
+#[derive(Message)]
+#[rtype(result = "Result<(), CoreError>")]
+pub(crate) struct PublishVolume {
+    pub ctx: RequestCtx,
+    pub request: super::core::PublishRequest,
+}
+
+/// Take a host's access to a volume away (every host's when `node` is `None`).
+#[derive(Message)]
+#[rtype(result = "Result<(), CoreError>")]
+pub(crate) struct UnpublishVolume {
+    pub ctx: RequestCtx,
+    pub node: Option<super::core::UnpublishNode>,
+}
+
 /// A backend config built (its driver behind its concurrency limit) and discovered, not yet
 /// recorded.
 pub(crate) struct PreparedBackend {
@@ -66,6 +82,8 @@ pub(crate) struct PreparedBackend {
     pub redacted: String,
     pub sealed: Option<crate::model::Sealed>,
     pub discovery: crate::drivers::Discovery,
+    /// Where its pools are reachable from (from the config; empty: everywhere).
+    pub topology: Vec<crate::model::Segment>,
 }
 
 /// Replace a backend's config (possibly renaming it); its actor decides and records it.

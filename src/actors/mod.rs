@@ -30,7 +30,7 @@ mod shared;
 mod standby;
 mod volume;
 
-pub use self::core::Core;
+pub use self::core::{Core, PublishRequest, UnpublishNode};
 pub use crate::projections::{
     BackendState, BackendView, Explanation, PoolExplanation, PoolView, SnapshotView,
     StorageClassView, VolumeState, VolumeView,
@@ -39,5 +39,6 @@ pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats
 pub use declared::{ApplyReport, Declared};
 pub use error::{CoreError, RequestCtx};
 pub use options::CoreOptions;
+pub use placement::OUTSIDE_TOPOLOGY;
 pub use runtime::CoreRuntime;
 pub use shared::Readiness;

@@ -1,7 +1,8 @@
 //! The placement policy: which pools a create tries, in which order.
 //!
-//! Candidates are the class's matched pools ∩ protocol ∩ backend online ∩ free capacity,
-//! shuffled with a recorded seed, then ordered by their backend's load (driver calls running
+//! Candidates are the class's matched pools ∩ protocol ∩ backend online ∩ free capacity ∩
+//! reachable from the request's topology (when it names one), shuffled with a recorded seed,
+//! then ordered by the topology's preferred segments and then by their backend's load (driver calls running
 //! and queued per permit, plus creates planned onto it first whose intent is not yet durable;
 //! a stable sort, so the shuffle decides among equals). An idle system places at random, as
 //! Trident does; a busy one sends new work to the array with free permits instead of queueing
@@ -13,16 +14,18 @@ use std::sync::atomic::Ordering;
 
 use super::error::CoreError;
 use super::shared::{BackendStatus, Shared, read};
-use crate::model::{PoolRef, Protocol};
+use crate::model::{PoolRef, Protocol, Segment, TopologyRequirement};
 use crate::projections::BackendState;
 
-/// The pools a create of `size_bytes` in `class` over `protocol` tries, in order.
+/// The pools a create of `size_bytes` in `class` over `protocol` (reachable from `topology`)
+/// tries, in order.
 pub(crate) fn plan(
     shared: &Shared,
     class: &str,
     protocol: Protocol,
     size_bytes: u64,
     seed: u64,
+    topology: Option<&TopologyRequirement>,
 ) -> Result<Vec<PoolRef>, CoreError> {
     let matched = match read(&shared.classes).get(class) {
         Some(slot) => slot.matched.clone(),
@@ -34,6 +37,8 @@ pub(crate) fn plan(
     };
     let mut candidates = Vec::with_capacity(matched.len());
     let mut starting = std::collections::BTreeSet::new();
+    let mut outside = 0usize;
+    let mut rank = std::collections::HashMap::new();
     shared.projection.read(|state| {
         let backends = read(&shared.backends);
         for pool in matched.iter() {
@@ -42,6 +47,13 @@ pub(crate) fn plan(
             };
             if !rec.online || !serves(rec.protocol, protocol) {
                 continue;
+            }
+            if let Some(t) = topology {
+                if !t.admits(&rec.topology) {
+                    outside += 1;
+                    continue;
+                }
+                rank.insert(pool.backend.clone(), t.rank(&rec.topology));
             }
             let Some(slot) = backends.get(&pool.backend) else {
                 continue;
@@ -72,6 +84,13 @@ pub(crate) fn plan(
             names.join(", ")
         )));
     }
+    if candidates.is_empty() && outside > 0 {
+        return Err(CoreError::Failed(format!(
+            "{OUTSIDE_TOPOLOGY}: {outside} pool(s) of storage class {class} could take the volume, \
+             but none is reachable from the requested topology; {}",
+            explain_hint(class)
+        )));
+    }
     if candidates.is_empty() {
         return Err(CoreError::Failed(format!(
             "no available backends for storage class {class}; {}",
@@ -80,8 +99,39 @@ pub(crate) fn plan(
     }
     shuffle(&mut candidates, seed);
     let backends = read(&shared.backends);
-    candidates.sort_by_cached_key(|p| backends.get(&p.backend).map_or(0, |b| load(&b.status)));
+    candidates.sort_by_cached_key(|p| {
+        let load = backends.get(&p.backend).map_or(0, |b| load(&b.status));
+        (rank.get(&p.backend).copied().unwrap_or(0), load)
+    });
     Ok(candidates)
+}
+
+/// How a plan that found pools, none reachable from the requested topology, starts its
+/// error (a frontend tells it from other refusals by it: CSI answers RESOURCE_EXHAUSTED).
+pub const OUTSIDE_TOPOLOGY: &str = "no pool in the requested topology";
+
+/// Why a pool reachable from `pool` (its segments) is outside `topology`, if it is: the one
+/// wording explain and clone placement use.
+pub(crate) fn outside(pool: &[Segment], topology: Option<&TopologyRequirement>) -> Option<String> {
+    let t = topology?;
+    if t.admits(pool) {
+        return None;
+    }
+    let text = |s: &[Segment]| {
+        s.iter()
+            .map(|seg| {
+                let pairs: Vec<String> = seg.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("{{{}}}", pairs.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    Some(format!(
+        "outside the requested topology: the pool is reachable from {}, the volume must be \
+         reachable from {}",
+        text(pool),
+        text(&t.requisite)
+    ))
 }
 
 /// Driver calls running, waiting or planned, per permit, in 1/1024ths: how busy the array

@@ -10,8 +10,8 @@ use actix::{ArbiterHandle, Message, Recipient};
 
 use super::error::CoreError;
 use super::messages::{
-    CreateSnapshot, CreateVolume, DeleteBackend, DeleteSnapshot, DeleteVolume, Reconcile, Rematch,
-    ResizeVolume, StopBackend, UpdateBackend,
+    CreateSnapshot, CreateVolume, DeleteBackend, DeleteSnapshot, DeleteVolume, PublishVolume,
+    Reconcile, Rematch, ResizeVolume, StopBackend, UnpublishVolume, UpdateBackend,
 };
 use super::options::CoreOptions;
 use crate::drivers::{DriverError, LimitedDriver};
@@ -115,6 +115,8 @@ pub(crate) struct VolumeRecipients {
     pub create_snapshot: Recipient<CreateSnapshot>,
     pub delete_snapshot: Recipient<DeleteSnapshot>,
     pub resize: Recipient<ResizeVolume>,
+    pub publish: Recipient<PublishVolume>,
+    pub unpublish: Recipient<UnpublishVolume>,
 }
 
 impl VolumeRecipients {
@@ -149,6 +151,8 @@ volume_message!(Reconcile, reconcile);
 volume_message!(CreateSnapshot, create_snapshot);
 volume_message!(DeleteSnapshot, delete_snapshot);
 volume_message!(ResizeVolume, resize);
+volume_message!(PublishVolume, publish);
+volume_message!(UnpublishVolume, unpublish);
 
 pub(crate) struct Shared {
     pub opts: CoreOptions,

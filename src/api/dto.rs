@@ -130,6 +130,10 @@ pub struct PoolExternal {
     /// storch: free space in bytes.
     #[serde(rename = "freeBytes", skip_serializing_if = "Option::is_none")]
     pub free_bytes: Option<u64>,
+    /// storch: the topology segments the pool is reachable from (its backend's
+    /// `supportedTopologies`); absent: from everywhere.
+    #[serde(rename = "supportedTopologies", skip_serializing_if = "Vec::is_empty")]
+    pub supported_topologies: Vec<BTreeMap<String, String>>,
 }
 
 /// Trident's `VolumeExternal` (capital `Config`), plus `state` (and `lastError` while a
@@ -147,6 +151,10 @@ pub struct VolumeExternal {
     pub state: &'static str,
     #[serde(rename = "lastError", skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// storch: the node ids of the hosts it is published to (CSI ControllerPublishVolume);
+    /// absent when none.
+    #[serde(rename = "publishedNodes", skip_serializing_if = "Vec::is_empty")]
+    pub published_nodes: Vec<String>,
 }
 
 /// Trident's `StorageClassExternal` (capital `Config`).
@@ -353,6 +361,7 @@ impl From<PoolView> for PoolExternal {
             storage_attributes: p.offers,
             total_bytes: p.total_bytes,
             free_bytes: p.free_bytes,
+            supported_topologies: p.topology,
         }
     }
 }
@@ -390,6 +399,7 @@ impl From<VolumeView> for VolumeExternal {
             orphaned: v.orphaned,
             state: v.state.as_str(),
             last_error: v.last_error,
+            published_nodes: v.published.into_keys().collect(),
         }
     }
 }
@@ -432,6 +442,10 @@ mod tests {
                     ]),
                     total_bytes: Some(100),
                     free_bytes: Some(40),
+                    topology: vec![BTreeMap::from([(
+                        "topology.kubernetes.io/zone".to_string(),
+                        "z1".to_string(),
+                    )])],
                 },
                 PoolView {
                     name: "p2".into(),
@@ -439,6 +453,7 @@ mod tests {
                     offers: BTreeMap::new(),
                     total_bytes: None,
                     free_bytes: None,
+                    topology: Vec::new(),
                 },
             ],
             online: true,
@@ -476,6 +491,10 @@ mod tests {
         );
         assert_eq!(b["storage"]["p1"]["totalBytes"], 100);
         assert_eq!(b["storage"]["p1"]["freeBytes"], 40);
+        assert_eq!(
+            b["storage"]["p1"]["supportedTopologies"],
+            json!([{"topology.kubernetes.io/zone": "z1"}])
+        );
         assert_eq!(
             b["storage"]["p2"],
             json!({"name": "p2", "storageClasses": [], "storageAttributes": {}})
@@ -520,6 +539,8 @@ mod tests {
             orphaned: false,
             state: VolumeState::Online,
             last_error: None,
+            published: BTreeMap::new(),
+            topology: Vec::new(),
         };
         let out = serde_json::to_value(VolumeResponse {
             volume: view.into(),
@@ -541,6 +562,7 @@ mod tests {
         assert_eq!(v["orphaned"], false);
         assert_eq!(v["state"], "online");
         assert!(v.get("lastError").is_none());
+        assert!(v.get("publishedNodes").is_none());
     }
 
     #[test]
@@ -552,6 +574,8 @@ mod tests {
             orphaned: true,
             state: VolumeState::Deleting,
             last_error: Some("array busy".into()),
+            published: BTreeMap::new(),
+            topology: Vec::new(),
         };
         let out = serde_json::to_value(VolumeExternal::from(view)).unwrap();
         assert_eq!(out["state"], "deleting");

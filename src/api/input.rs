@@ -162,6 +162,8 @@ pub struct ExplainQuery {
     /// `Any` unless `protocol=file|block` (or `any`).
     pub protocol: Protocol,
     pub size_bytes: Option<u64>,
+    /// `topology=KEY=VALUE[,KEY=VALUE…]`: a volume that must be reachable from this segment.
+    pub topology: Option<crate::model::TopologyRequirement>,
 }
 
 /// The query of `GET /events`.
@@ -213,9 +215,10 @@ pub fn parse_readyz_query(pairs: &[(String, String)]) -> Result<bool, InputError
     }
 }
 
-/// Parses `protocol=file|block|any` and `size=SIZE` (both optional).
+/// Parses `protocol=file|block|any`, `size=SIZE` and `topology=KEY=VALUE[,KEY=VALUE…]` (all
+/// optional).
 pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<ExplainQuery, InputError> {
-    let params = query_params(pairs, &["protocol", "size"])?;
+    let params = query_params(pairs, &["protocol", "size", "topology"])?;
     let protocol = match params.get("protocol").copied() {
         None | Some("") | Some("any") => Protocol::Any,
         Some("file") => Protocol::File,
@@ -235,9 +238,30 @@ pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<ExplainQuery, I
                 .bytes(),
         ),
     };
+    let topology = match params.get("topology").copied() {
+        None | Some("") => None,
+        Some(text) => Some(parse_segment(text).map_err(|e| query_error("topology", e))?),
+    };
     Ok(ExplainQuery {
         protocol,
         size_bytes,
+        topology,
+    })
+}
+
+/// `KEY=VALUE[,KEY=VALUE…]` as a requirement of one requisite segment, checked.
+fn parse_segment(text: &str) -> Result<crate::model::TopologyRequirement, String> {
+    let mut segment = crate::model::Segment::new();
+    for pair in text.split(',') {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(format!("{} is not KEY=VALUE", quote(pair)));
+        };
+        segment.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    crate::model::topology::check_segment("segment", &segment)?;
+    Ok(crate::model::TopologyRequirement {
+        requisite: vec![segment],
+        preferred: Vec::new(),
     })
 }
 

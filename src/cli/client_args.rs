@@ -218,6 +218,10 @@ pub enum ExplainKind {
         /// The size of the volume to place, e.g. 10Gi (checked against free space).
         #[arg(long)]
         size: Option<String>,
+        /// A topology segment the volume must be reachable from, KEY=VALUE[,KEY=VALUE…]
+        /// (e.g. topology.kubernetes.io/zone=z1).
+        #[arg(long)]
+        topology: Option<String>,
     },
 }
 

@@ -12,7 +12,8 @@ use super::proto::controller_server::Controller;
 use super::proto::controller_service_capability::{self, rpc};
 use super::proto::*;
 use super::status::{InFlight, from_core, invalid, missing, observed};
-use crate::actors::{Core, CoreError, RequestCtx};
+use super::topology;
+use crate::actors::{Core, CoreError, OUTSIDE_TOPOLOGY, RequestCtx};
 use crate::drivers::{Attachment, attachment};
 use crate::model::{ResizeRequest, VolumeConfig, VolumeRequest};
 use crate::projections::{VolumeState, VolumeView};
@@ -24,16 +25,30 @@ pub struct ControllerService {
     pub(super) in_flight: InFlight,
 }
 
-/// The capabilities the Controller offers, on every backend (a pool that cannot take
-/// snapshots or clones refuses them per request).
-pub const CAPABILITIES: [rpc::Type; 7] = [
+/// The capabilities the Controller offers, the same whatever the backends (a pool that
+/// cannot take snapshots or clones refuses them per request).
+///
+/// PUBLISH_UNPUBLISH_VOLUME (and PUBLISH_READONLY) is always offered: a publish works on every
+/// backend — the array grants the node's host access where it needs a grant per host
+/// (`StorageDriver::needs_publish`: igroups, access groups, host mappings), and on every
+/// backend the log records the publication, which keeps a single-node volume on one node
+/// (FAILED_PRECONDITION), fills `published_node_ids` (LIST_VOLUMES_PUBLISHED_NODES) and keeps
+/// a published volume from being deleted. The sidecars read capabilities once at start, so
+/// they cannot follow the backends added later; the CSIDriver object therefore needs
+/// `attachRequired: true`.
+pub const CAPABILITIES: [rpc::Type; 12] = [
     rpc::Type::CreateDeleteVolume,
+    rpc::Type::PublishUnpublishVolume,
     rpc::Type::ListVolumes,
     rpc::Type::GetCapacity,
     rpc::Type::CreateDeleteSnapshot,
     rpc::Type::ListSnapshots,
     rpc::Type::CloneVolume,
+    rpc::Type::PublishReadonly,
     rpc::Type::ExpandVolume,
+    rpc::Type::ListVolumesPublishedNodes,
+    rpc::Type::VolumeCondition,
+    rpc::Type::GetVolume,
 ];
 
 impl ControllerService {
@@ -45,7 +60,10 @@ impl ControllerService {
     }
 
     /// A volume as CSI shows it, with how it attaches (from its backend's driver).
-    fn csi_volume(&self, view: &VolumeView) -> Result<(Volume, Option<Attachment>), Status> {
+    pub(super) fn csi_volume(
+        &self,
+        view: &VolumeView,
+    ) -> Result<(Volume, Option<Attachment>), Status> {
         let driver = self
             .core
             .get_backend(&view.backend)
@@ -76,7 +94,7 @@ impl ControllerService {
             volume_id: config.name.clone(),
             volume_context: convert::volume_context(&view.backend, &driver, config, how),
             content_source: content_source.map(|t| VolumeContentSource { r#type: Some(t) }),
-            accessible_topology: Vec::new(),
+            accessible_topology: topology::accessible(&view.topology),
         };
         Ok((volume, how))
     }
@@ -95,6 +113,10 @@ impl ControllerService {
             ));
         }
         let (wanted, range, params) = check_create(&req)?;
+        let topology = topology::requirement(
+            "accessibility_requirements",
+            req.accessibility_requirements.as_ref(),
+        )?;
         let source = self.content_source(req.volume_content_source.as_ref())?;
         let name = convert::object_name(&req.name);
         let _claim = self.in_flight.claim(format!("volume:{name}"))?;
@@ -107,6 +129,13 @@ impl ControllerService {
             Ok(existing) => {
                 let answer =
                     self.existing(&existing, &params, &wanted, &range, &fs_type, &source)?;
+                if let Some(t) = &topology
+                    && !t.admits(&existing.topology)
+                {
+                    return Err(Status::already_exists(format!(
+                        "volume {name} exists but is not reachable from the requested topology"
+                    )));
+                }
                 return Ok(CreateVolumeResponse {
                     volume: Some(answer),
                 });
@@ -145,14 +174,23 @@ impl ControllerService {
                 .unwrap_or_default(),
             ..VolumeConfig::default()
         };
-        let request =
+        let mut request =
             VolumeRequest::parse(config).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if let Some(t) = topology {
+            request = request.with_topology(t);
+        }
         let ctx = request_ctx("CreateVolume", params.claim.as_ref());
         let mut view = self
             .core
             .add_volume(&ctx, request)
             .await
-            .map_err(from_core)?;
+            .map_err(|e| match e {
+                // Other nodes may reach a pool: the scheduler may pick again (spec §11).
+                CoreError::Failed(m) if m.starts_with(OUTSIDE_TOPOLOGY) => {
+                    Status::resource_exhausted(m)
+                }
+                e => from_core(e),
+            })?;
         // A clone has its source's size; a larger request grows it before the answer.
         if let (Some(_), Some(required)) = (&source, range.required)
             && size_of(&view.config) < required
@@ -391,7 +429,8 @@ impl ControllerService {
         })
     }
 
-    /// Online volumes by id, paged.
+    /// Volumes by id, paged: every volume that exists (not those being made or deleted), with
+    /// the nodes it is published to and its condition.
     fn list_volumes(&self, req: ListVolumesRequest) -> Result<ListVolumesResponse, Status> {
         let names = self.core.list_volumes().map_err(from_core)?;
         let (page, next_token) =
@@ -399,14 +438,14 @@ impl ControllerService {
         let mut entries = Vec::with_capacity(page.len());
         for name in page {
             let view = match self.core.get_volume(&name) {
-                Ok(v) if v.state == VolumeState::Online => v,
+                Ok(v) if !matches!(v.state, VolumeState::Creating | VolumeState::Deleting) => v,
                 Ok(_) | Err(CoreError::NotFound(_)) => continue,
                 Err(e) => return Err(from_core(e)),
             };
             let (volume, _) = self.csi_volume(&view)?;
             entries.push(list_volumes_response::Entry {
                 volume: Some(volume),
-                status: None,
+                status: Some(self.list_status(&view)),
             });
         }
         Ok(ListVolumesResponse {
@@ -423,21 +462,13 @@ impl ControllerService {
         } else {
             convert::wanted("volume_capabilities", &req.volume_capabilities)?.protocol()
         };
-        if req
-            .accessible_topology
-            .as_ref()
-            .is_some_and(|t| !t.segments.is_empty())
-        {
-            return Err(invalid(
-                "accessible_topology",
-                "storch's backends declare no topology; leave it empty",
-            ));
-        }
+        let topology =
+            topology::capacity_segment("accessible_topology", req.accessible_topology.as_ref())?;
         let params = Parameters::read(&req.parameters)?;
         self.ensure_class(&params).await?;
         let explanation = self
             .core
-            .explain(&params.class.config.name, protocol, None)
+            .explain_in(&params.class.config.name, protocol, None, topology.as_ref())
             .map_err(from_core)?;
         let mut total: u64 = 0;
         let mut largest: u64 = 0;
@@ -510,20 +541,11 @@ impl ControllerService {
     }
 }
 
-/// The capabilities, capacity range and parameters of a CreateVolume, checked; topology and
-/// mutable parameters must be empty (neither is offered).
+/// The capabilities, capacity range and parameters of a CreateVolume, checked; mutable
+/// parameters must be empty (MODIFY_VOLUME is not offered).
 fn check_create(req: &CreateVolumeRequest) -> Result<(Wanted, Range, Parameters), Status> {
     let wanted = convert::wanted("volume_capabilities", &req.volume_capabilities)?;
     let range = Range::parse("capacity_range", req.capacity_range.as_ref())?;
-    if let Some(t) = &req.accessibility_requirements
-        && !(t.requisite.is_empty() && t.preferred.is_empty())
-    {
-        return Err(invalid(
-            "accessibility_requirements",
-            "storch's backends declare no topology (VOLUME_ACCESSIBILITY_CONSTRAINTS is not \
-             offered); leave it empty",
-        ));
-    }
     if !req.mutable_parameters.is_empty() {
         return Err(invalid(
             "mutable_parameters",
@@ -580,22 +602,16 @@ impl Controller for ControllerService {
 
     async fn controller_publish_volume(
         &self,
-        _r: Request<ControllerPublishVolumeRequest>,
+        r: Request<ControllerPublishVolumeRequest>,
     ) -> Result<Response<ControllerPublishVolumeResponse>, Status> {
-        observed("ControllerPublishVolume", async {
-            Err(unimplemented("ControllerPublishVolume"))
-        })
-        .await
+        observed("ControllerPublishVolume", self.publish(r.into_inner())).await
     }
 
     async fn controller_unpublish_volume(
         &self,
-        _r: Request<ControllerUnpublishVolumeRequest>,
+        r: Request<ControllerUnpublishVolumeRequest>,
     ) -> Result<Response<ControllerUnpublishVolumeResponse>, Status> {
-        observed("ControllerUnpublishVolume", async {
-            Err(unimplemented("ControllerUnpublishVolume"))
-        })
-        .await
+        observed("ControllerUnpublishVolume", self.unpublish(r.into_inner())).await
     }
 
     async fn validate_volume_capabilities(
@@ -680,10 +696,10 @@ impl Controller for ControllerService {
 
     async fn controller_get_volume(
         &self,
-        _r: Request<ControllerGetVolumeRequest>,
+        r: Request<ControllerGetVolumeRequest>,
     ) -> Result<Response<ControllerGetVolumeResponse>, Status> {
         observed("ControllerGetVolume", async {
-            Err(unimplemented("ControllerGetVolume"))
+            self.get_volume(r.into_inner())
         })
         .await
     }

@@ -153,6 +153,34 @@ impl Wanted {
     }
 }
 
+impl Wanted {
+    /// Whether the access mode lets several nodes use the volume at once (MULTI_NODE_*).
+    pub fn multi_node(&self) -> bool {
+        matches!(
+            self.access_mode,
+            AccessMode::ReadOnlyMany | AccessMode::ReadWriteMany
+        )
+    }
+}
+
+/// A capability in canonical words, `mount/ext4/SINGLE_NODE_WRITER` or
+/// `block/MULTI_NODE_READER_ONLY` (the mount flags left out): what a publication records, so a
+/// repeat with other words is told apart.
+pub fn capability_words(cap: &VolumeCapability) -> String {
+    let mode = cap
+        .access_mode
+        .as_ref()
+        .map(|m| m.mode().as_str_name())
+        .unwrap_or("UNKNOWN");
+    match &cap.access_type {
+        Some(AccessType::Block(_)) => format!("block/{mode}"),
+        Some(AccessType::Mount(m)) if !m.fs_type.is_empty() => {
+            format!("mount/{}/{mode}", m.fs_type)
+        }
+        _ => format!("mount/{mode}"),
+    }
+}
+
 /// Reads `volume_capabilities` (REQUIRED, each with an access type and a known access mode;
 /// the alpha single-node modes are not offered). Errors name the element.
 pub fn wanted(field: &str, caps: &[VolumeCapability]) -> Result<Wanted, Status> {
@@ -477,6 +505,29 @@ mod tests {
                 .message()
                 .contains("c[0].access_mode")
         );
+    }
+
+    #[test]
+    fn capabilities_in_words_and_their_reach() {
+        assert_eq!(
+            capability_words(&cap(false, Mode::SingleNodeWriter)),
+            "mount/SINGLE_NODE_WRITER"
+        );
+        assert_eq!(
+            capability_words(&cap(true, Mode::MultiNodeReaderOnly)),
+            "block/MULTI_NODE_READER_ONLY"
+        );
+        let mut xfs = cap(false, Mode::SingleNodeReaderOnly);
+        if let Some(AccessType::Mount(m)) = &mut xfs.access_type {
+            m.fs_type = "xfs".into();
+        }
+        assert_eq!(capability_words(&xfs), "mount/xfs/SINGLE_NODE_READER_ONLY");
+        let one = |m| capability("c", &cap(false, m)).unwrap().multi_node();
+        assert!(!one(Mode::SingleNodeWriter));
+        assert!(!one(Mode::SingleNodeReaderOnly));
+        assert!(one(Mode::MultiNodeReaderOnly));
+        assert!(one(Mode::MultiNodeSingleWriter));
+        assert!(one(Mode::MultiNodeMultiWriter));
     }
 
     #[test]

@@ -44,19 +44,21 @@ pub struct IdentityService {
     pub plugin: Arc<Plugin>,
 }
 
-/// The plugin capabilities, the same from the controller and the node plugin (spec §3.1): the
-/// Controller service and online expansion (the arrays grow a volume in place while it is in
-/// use). No VOLUME_ACCESSIBILITY_CONSTRAINTS: storch's backends
-/// carry no topology yet, so every volume is reachable from every node.
+/// The plugin capabilities, the same from the controller and the node plugin (spec §3.1):
+/// the Controller service, VOLUME_ACCESSIBILITY_CONSTRAINTS and
+/// online expansion (the arrays grow a volume in place while it is in use). Topology is
+/// offered whatever the backends declare, since every instance must answer the same: a volume
+/// on a backend without `supportedTopologies` answers an empty `accessible_topology`
+/// (reachable from everywhere), one on a backend with them only the pools' segments.
 pub fn plugin_capabilities() -> Vec<PluginCapability> {
+    let service = |t: service::Type| PluginCapability {
+        r#type: Some(plugin_capability::Type::Service(
+            plugin_capability::Service { r#type: t as i32 },
+        )),
+    };
     vec![
-        PluginCapability {
-            r#type: Some(plugin_capability::Type::Service(
-                plugin_capability::Service {
-                    r#type: service::Type::ControllerService as i32,
-                },
-            )),
-        },
+        service(service::Type::ControllerService),
+        service(service::Type::VolumeAccessibilityConstraints),
         PluginCapability {
             r#type: Some(plugin_capability::Type::VolumeExpansion(
                 plugin_capability::VolumeExpansion {

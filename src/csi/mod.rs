@@ -3,14 +3,26 @@
 //! `storch serve --csi-endpoint unix:///PATH/csi.sock`.
 //!
 //! - `proto`: the generated messages, servers and clients (`proto/csi.proto`, `build.rs`).
-//! - `identity`: plugin info, capabilities, Probe (not ready while replaying or a standby).
+//! - `identity`: plugin info, capabilities (Controller service, VOLUME_ACCESSIBILITY_CONSTRAINTS,
+//!   online expansion), Probe (not ready while replaying or a standby).
 //! - `controller`: the Controller service; each RPC is validated here and becomes the same
 //!   core request as REST and Kubernetes (`VolumeRequest`, `SnapshotRequest`,
-//!   `ResizeRequest`) through `actors::Core`.
+//!   `ResizeRequest`) through `actors::Core`. Its capability list, and the rule for
+//!   PUBLISH_UNPUBLISH_VOLUME (always: every backend records publications, arrays that need a
+//!   grant per host get one), is `controller::CAPABILITIES`.
+//! - `publish`: ControllerPublish/Unpublish (`Core::publish_volume`: the array grants the
+//!   node's host access where it needs it; the log records the publication, which keeps a
+//!   single-node volume on one node and a published volume from deletion) and
+//!   ControllerGetVolume / ListVolumes status (published nodes, volume condition from the
+//!   volume's and its backend's state).
+//! - `node_id`: the node id `storch csi node` reports and the controller reads (`NAME` or
+//!   `NAME,IQN`); an id it cannot be is an unknown node.
+//! - `topology`: `accessibility_requirements` and GetCapacity's segment in, a volume's
+//!   segments out; placement (`actors::placement`) applies them against the backends'
+//!   `supportedTopologies`.
 //! - `convert`: pure translations (ids, capacity ranges, capabilities, parameters, contexts,
 //!   paging tokens); `status`: `CoreError` → gRPC status, the per-name in-flight guard and the
 //!   call metrics.
-//!
 //! - `node`: the Node service of `storch csi node` (a DaemonSet process on every node, with no
 //!   core): staging, publishing, stats and expansion through one seam for host actions
 //!   (`node::host::HostOps`), served with Identity by the same `CsiServer`.
@@ -21,8 +33,10 @@ pub mod identity;
 pub mod node;
 pub mod node_id;
 pub mod proto;
+mod publish;
 mod snapshots;
 pub mod status;
+pub mod topology;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

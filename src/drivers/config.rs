@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::drivers::DriverError;
+use crate::model::Segment;
 
 /// The only backend config version there is.
 pub const CONFIG_VERSION: u32 = 1;
@@ -24,6 +25,10 @@ pub struct CommonConfig {
     pub storage_prefix: Option<String>,
     /// `defaults.size` in bytes (default 1 GiB).
     pub default_size_bytes: u64,
+    /// `supportedTopologies`: the topology segments the backend's pools are reachable from
+    /// (empty: from everywhere). Each is a map of topology labels, e.g.
+    /// `{"topology.kubernetes.io/zone": "z1"}`.
+    pub supported_topologies: Vec<Segment>,
 }
 
 impl CommonConfig {
@@ -81,6 +86,7 @@ impl CommonConfig {
         };
 
         let default_size_bytes = parse_default_size(obj)?;
+        let supported_topologies = parse_topologies(obj)?;
 
         for warning in Self::warnings(doc) {
             tracing::warn!(driver = %storage_driver_name, "{warning}");
@@ -92,6 +98,7 @@ impl CommonConfig {
             backend_name,
             storage_prefix,
             default_size_bytes,
+            supported_topologies,
         })
     }
 
@@ -111,6 +118,43 @@ impl CommonConfig {
         }
         out
     }
+}
+
+/// `supportedTopologies`: a list of label maps (string values), each checked as CSI checks a
+/// topology segment; duplicates are dropped. Errors name the element and the label.
+fn parse_topologies(obj: &Map<String, Value>) -> Result<Vec<Segment>, DriverError> {
+    const FIELD: &str = "supportedTopologies";
+    let items = match field(obj, FIELD) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(wrong_type(
+                FIELD,
+                "a list of topology label maps",
+                Some(other),
+            ));
+        }
+    };
+    let mut out: Vec<Segment> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{FIELD}[{i}]");
+        let Value::Object(labels) = item else {
+            return Err(wrong_type(&at, "a map of topology labels", Some(item)));
+        };
+        let mut segment = Segment::new();
+        for (k, v) in labels {
+            let Value::String(v) = v else {
+                return Err(wrong_type(&format!("{at}.{k}"), "a string", Some(v)));
+            };
+            segment.insert(k.clone(), v.clone());
+        }
+        crate::model::topology::check_segment(&at, &segment)
+            .map_err(|e| DriverError::Invalid(format!("invalid value for {e}")))?;
+        if !out.contains(&segment) {
+            out.push(segment);
+        }
+    }
+    Ok(out)
 }
 
 fn parse_default_size(obj: &Map<String, Value>) -> Result<u64, DriverError> {
@@ -283,8 +327,49 @@ mod tests {
                 backend_name: None,
                 storage_prefix: None,
                 default_size_bytes: 1 << 30,
+                supported_topologies: Vec::new(),
             }
         );
+    }
+
+    #[test]
+    fn supported_topologies_are_checked_strictly() {
+        let doc =
+            |t: Value| json!({"version": 1, "storageDriverName": "fake", "supportedTopologies": t});
+        let c = CommonConfig::parse(&doc(json!([
+            {"topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1"},
+            {"topology.kubernetes.io/zone": "z2"},
+            {"topology.kubernetes.io/zone": "z2"},
+        ])))
+        .unwrap();
+        assert_eq!(c.supported_topologies.len(), 2, "the duplicate is dropped");
+        assert_eq!(
+            c.supported_topologies[1]["topology.kubernetes.io/zone"],
+            "z2"
+        );
+        assert!(
+            CommonConfig::parse(&doc(json!(null)))
+                .unwrap()
+                .supported_topologies
+                .is_empty()
+        );
+        for (bad, names) in [
+            (json!({"zone": "z1"}), "supportedTopologies:"),
+            (json!(["z1"]), "supportedTopologies[0]:"),
+            (json!([{}]), "supportedTopologies[0]:"),
+            (json!([{"zone": 1}]), "supportedTopologies[0].zone:"),
+            (
+                json!([{"zone": "z1"}, {"Bad Key": "z"}]),
+                "supportedTopologies[1]:",
+            ),
+            (
+                json!([{"topology.kubernetes.io/zone": "-z"}]),
+                "supportedTopologies[0].topology.kubernetes.io/zone:",
+            ),
+        ] {
+            let msg = invalid(doc(bad.clone()));
+            assert!(msg.contains(names), "{bad}: {msg}");
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub struct BuiltDriver {
 /// A known Trident driver that this build does not include is `Unsupported`; any other name is
 /// `Invalid`.
 pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError> {
-    let common = CommonConfig::parse(doc)?;
+    let mut common = CommonConfig::parse(doc)?;
     let driver: Arc<dyn StorageDriver> = match common.storage_driver_name.as_str() {
         super::fake::DRIVER_NAME => Arc::new(FakeDriver::from_config(doc, &common)?),
         "ontap-nas" | "ontap-nas-economy" | "ontap-nas-flexgroup" | "ontap-san" => {
@@ -35,7 +35,12 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
         super::local::DRIVER_NAME => Arc::new(LocalDriver::from_config(doc, &common)?),
         solidfire::DRIVER_NAME => Arc::new(SolidFireDriver::from_config(doc, &common)?),
         eseries::DRIVER_NAME => Arc::new(EseriesDriver::from_config(doc, &common)?),
-        nexentastor::DRIVER_NAME => Arc::new(NexentaDriver::from_config(doc, &common)?),
+        nexentastor::DRIVER_NAME => {
+            let driver = NexentaDriver::from_config(doc, &common)?;
+            // The seed's `zone` key is this family's way of saying supportedTopologies.
+            common.supported_topologies = driver.config().topology(&common.supported_topologies)?;
+            Arc::new(driver)
+        }
         name => {
             return Err(DriverError::Invalid(format!(
                 "unknown storage driver: {name}"
@@ -88,6 +93,55 @@ mod tests {
         assert_eq!(attachment("fake", &iscsi), Some(Attachment::Iscsi));
         assert_eq!(attachment("local", &nfs), Some(Attachment::LocalPath));
         assert_eq!(attachment("tape", &nfs), None);
+    }
+
+    #[test]
+    fn nexentastor_zone_is_its_topology() {
+        let doc = |extra: serde_json::Value| {
+            let mut d = json!({
+                "version": 1,
+                "storageDriverName": "nexentastor-iscsi",
+                "restIp": "https://10.0.0.1:8443",
+                "username": "admin",
+                "password": "pw",
+                "defaultVolumeGroup": "pool/vg",
+                "defaultDataIp": "10.0.0.2",
+                "dynamicTargetLunAllocation": true,
+            });
+            for (k, v) in extra.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            d
+        };
+        let zoned = build_driver(&doc(json!({"zone": "z1"}))).unwrap();
+        assert_eq!(
+            zoned.common.supported_topologies,
+            [crate::model::Segment::from([(
+                crate::model::topology::ZONE_KEY.to_string(),
+                "z1".to_string()
+            )])]
+        );
+        let listed = build_driver(&doc(
+            json!({"supportedTopologies": [{"topology.kubernetes.io/region": "r1"}]}),
+        ))
+        .unwrap();
+        assert_eq!(listed.common.supported_topologies.len(), 1);
+        assert!(
+            build_driver(&doc(json!({})))
+                .unwrap()
+                .common
+                .supported_topologies
+                .is_empty()
+        );
+        for bad in [
+            json!({"zone": "z1", "supportedTopologies": [{"a": "b"}]}),
+            json!({"zone": "not a zone"}),
+        ] {
+            match build_driver(&doc(bad.clone())) {
+                Err(DriverError::Invalid(m)) => assert!(m.contains("zone"), "{bad}: {m}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 
     #[test]

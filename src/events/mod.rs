@@ -5,7 +5,8 @@
 //! Older schema versions are upcast in [`decode`]; `migrations/` keeps a frozen log per version.
 
 use crate::model::{
-    AccessInfo, PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig,
+    AccessInfo, PoolInfo, PoolRef, Protocol, Publication, Sealed, Segment, StorageClassConfig,
+    VolumeConfig,
 };
 
 /// The payload schema written by this build.
@@ -42,6 +43,9 @@ pub enum BackendEvent {
     // Variants are only ever appended (bincode encodes the variant index).
     /// A declarative config file (`source`) now manages the backend; `None`: no longer.
     Declared { source: Option<String> },
+    /// Where the backend's pools are reachable from (its config's `supportedTopologies`, or a
+    /// driver's own key such as NexentaStor's `zone`); empty: from everywhere.
+    TopologyDeclared { segments: Vec<Segment> },
 }
 
 /// Facts about one storage class.
@@ -129,6 +133,16 @@ pub enum VolumeEvent {
         size: String,
         size_bytes: u64,
     },
+    /// The volume was made available to a host (the array granted it access, where the
+    /// array needs a grant per host); `node_id` is the frontend's identity of the host.
+    Published {
+        node_id: String,
+        publication: Box<Publication>,
+    },
+    /// The host's access was taken away.
+    Unpublished {
+        node_id: String,
+    },
 }
 
 /// An event of any stream, with the stream's object name.
@@ -182,6 +196,7 @@ impl Event {
                 BackendEvent::Offlined => "BackendOfflined",
                 BackendEvent::Purged => "BackendPurged",
                 BackendEvent::Declared { .. } => "BackendDeclared",
+                BackendEvent::TopologyDeclared { .. } => "BackendTopologyDeclared",
             },
             Event::StorageClass { event, .. } => match event {
                 StorageClassEvent::Added { .. } => "StorageClassAdded",
@@ -204,6 +219,8 @@ impl Event {
                 VolumeEvent::SnapshotCreationFailed { .. } => "SnapshotCreationFailed",
                 VolumeEvent::SnapshotDeleted { .. } => "SnapshotDeleted",
                 VolumeEvent::Resized { .. } => "VolumeResized",
+                VolumeEvent::Published { .. } => "VolumePublished",
+                VolumeEvent::Unpublished { .. } => "VolumeUnpublished",
             },
         }
     }
@@ -233,6 +250,13 @@ impl Event {
                 }
                 BackendEvent::Declared { source: None } => {
                     format!("backend {name} is no longer managed by a config file")
+                }
+                BackendEvent::TopologyDeclared { segments } if segments.is_empty() => {
+                    format!("backend {name} is reachable from every node")
+                }
+                BackendEvent::TopologyDeclared { segments } => {
+                    let s: Vec<String> = segments.iter().map(segment_text).collect();
+                    format!("backend {name} is reachable from {}", s.join(" or "))
                 }
             },
             Event::StorageClass { name, event } => match event {
@@ -309,6 +333,20 @@ impl Event {
                     format!("snapshot {name}/{snapshot} deleted")
                 }
                 VolumeEvent::Resized { size, .. } => format!("volume {name} resized to {size}"),
+                VolumeEvent::Published {
+                    node_id,
+                    publication,
+                } => {
+                    let ro = if publication.readonly {
+                        ", read-only"
+                    } else {
+                        ""
+                    };
+                    format!("volume {name} published to {node_id}{ro}")
+                }
+                VolumeEvent::Unpublished { node_id } => {
+                    format!("volume {name} unpublished from {node_id}")
+                }
             },
         }
     }
@@ -321,6 +359,12 @@ impl Event {
             Event::Volume { name, .. } => format!("volume/{name}"),
         }
     }
+}
+
+/// `{k=v, k2=v2}`.
+fn segment_text(segment: &Segment) -> String {
+    let pairs: Vec<String> = segment.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{{{}}}", pairs.join(", "))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

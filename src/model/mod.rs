@@ -6,12 +6,15 @@
 //! `skip_serializing_if` through serde).
 
 pub mod attributes;
+pub mod publication;
 pub mod request;
 pub mod size;
 pub mod storage_class;
+pub mod topology;
 pub mod volume;
 
 pub use attributes::{AttrType, Offer, Request, json_kind};
+pub use publication::Publication;
 pub use request::{
     RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
 };
@@ -20,6 +23,7 @@ pub use storage_class::{
     ClassParameters, CompiledClass, PoolSelector, PoolVerdict, StorageClassConfig,
     class_from_parameters,
 };
+pub use topology::{Segment, TopologyRequirement};
 pub use volume::{AccessInfo, AccessMode, Protocol, VolumeConfig};
 
 use std::collections::BTreeMap;

@@ -80,6 +80,9 @@ pub struct VolumeRequest {
     access_mode: AccessMode,
     /// `None` for a clone that names no size (it inherits its source's).
     size: Option<RequestedSize>,
+    /// Where the volume must be reachable from (CSI's accessibility requirements); `None`:
+    /// anywhere. Only placement reads it: the plan it shapes is what the log records.
+    topology: Option<super::TopologyRequirement>,
 }
 
 impl VolumeRequest {
@@ -107,6 +110,7 @@ impl VolumeRequest {
             config,
             access_mode,
             size,
+            topology: None,
         })
     }
 
@@ -143,6 +147,17 @@ impl VolumeRequest {
     /// read from it).
     pub fn config(&self) -> &VolumeConfig {
         &self.config
+    }
+
+    /// The same request, to be placed only where `topology` admits.
+    pub fn with_topology(mut self, topology: super::TopologyRequirement) -> VolumeRequest {
+        self.topology = Some(topology);
+        self
+    }
+
+    /// Where the volume must be reachable from, if the frontend said.
+    pub fn topology(&self) -> Option<&super::TopologyRequirement> {
+        self.topology.as_ref()
     }
 
     pub fn into_config(self) -> VolumeConfig {

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
-use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig};
+use crate::model::{
+    PoolInfo, PoolRef, Protocol, Publication, Sealed, Segment, StorageClassConfig, VolumeConfig,
+};
 
 mod config_codec;
 mod replay;
@@ -63,6 +65,8 @@ pub struct BackendRecord {
     pub volumes: VolumeNames,
     /// The declarative config file that manages it, if any.
     pub declared_by: Option<String>,
+    /// Where its pools are reachable from (empty: everywhere).
+    pub topology: Vec<Segment>,
 }
 
 /// One volume, kept small: a million of them live in memory (48 bytes, boxed in
@@ -96,9 +100,12 @@ struct VolumeExtra {
     failed: Vec<(PoolRef, String)>,
     last_error: Option<String>,
     delete_attempts: u32,
+    /// The hosts it is published to, by node id.
+    publications: BTreeMap<String, Publication>,
 }
 
 static NO_SNAPSHOTS: BTreeMap<String, SnapshotRecord> = BTreeMap::new();
+static NO_PUBLICATIONS: BTreeMap<String, Publication> = BTreeMap::new();
 
 impl VolumeRecord {
     fn new(config: &VolumeConfig, size_bytes: u64) -> VolumeRecord {
@@ -149,6 +156,13 @@ impl VolumeRecord {
     /// Snapshots by name.
     pub fn snapshots(&self) -> &BTreeMap<String, SnapshotRecord> {
         self.extra.as_ref().map_or(&NO_SNAPSHOTS, |e| &e.snapshots)
+    }
+
+    /// The hosts it is published to, by node id.
+    pub fn publications(&self) -> &BTreeMap<String, Publication> {
+        self.extra
+            .as_ref()
+            .map_or(&NO_PUBLICATIONS, |e| &e.publications)
     }
 
     pub fn access_secrets(&self) -> Option<&Sealed> {
@@ -351,7 +365,8 @@ const STATE_MAGIC: u8 = 0xFF;
 /// 3: the config in `config_codec` (empty fields skipped), snapshots among the extras.
 /// 4: `state_codec`: the volume table in chunks decoded in parallel, placements as indices
 ///    into a pool table, backends' volume sets as indices into the volume table.
-const STATE_FORMAT: u8 = 4;
+/// 5: a backend's topology, a volume's publications (among the extras).
+const STATE_FORMAT: u8 = 5;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -400,6 +415,7 @@ impl State {
                         online: true,
                         volumes: VolumeNames::default(),
                         declared_by: None,
+                        topology: Vec::new(),
                     },
                 );
             }
@@ -445,6 +461,11 @@ impl State {
             BackendEvent::Declared { source } => {
                 if let Some(b) = self.backends.get_mut(name) {
                     b.declared_by = source.clone();
+                }
+            }
+            BackendEvent::TopologyDeclared { segments } => {
+                if let Some(b) = self.backends.get_mut(name) {
+                    b.topology = segments.clone();
                 }
             }
         }
@@ -547,6 +568,16 @@ impl State {
                 vol.update_config(|c| c.size = size.clone());
                 vol.size_bytes = *size_bytes;
             }
+            VolumeEvent::Published {
+                node_id,
+                publication,
+            } => vol.update_extra(|x| {
+                x.publications
+                    .insert(node_id.clone(), (**publication).clone());
+            }),
+            VolumeEvent::Unpublished { node_id } => vol.update_extra(|x| {
+                x.publications.remove(node_id);
+            }),
         }
     }
 

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{State, VolumeRecord, VolumeState};
-use crate::model::{Offer, PoolRef, Protocol, StorageClassConfig, VolumeConfig};
+use crate::model::{
+    Offer, PoolRef, Protocol, Publication, Segment, StorageClassConfig, VolumeConfig,
+};
 
 /// A backend's health as its actor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +40,8 @@ pub struct PoolView {
     pub offers: BTreeMap<String, Offer>,
     pub total_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
+    /// Where the pool is reachable from (its backend's topology; empty: everywhere).
+    pub topology: Vec<Segment>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +88,10 @@ pub struct VolumeView {
     pub state: VolumeState,
     /// The last delete failure, while deleting.
     pub last_error: Option<String>,
+    /// The hosts it is published to, by node id.
+    pub published: BTreeMap<String, Publication>,
+    /// Where it is reachable from (its backend's topology; empty: everywhere).
+    pub topology: Vec<Segment>,
 }
 
 /// A snapshot of a volume.
@@ -133,6 +141,7 @@ impl State {
                 offers: p.offers.clone(),
                 total_bytes: p.total_bytes,
                 free_bytes: runtime.free_bytes.get(&p.name).copied(),
+                topology: rec.topology.clone(),
             })
             .collect();
         let config = runtime
@@ -192,6 +201,12 @@ impl State {
             orphaned: rec.orphaned,
             state: rec.state,
             last_error: rec.last_error().map(str::to_string),
+            published: rec.publications().clone(),
+            topology: self
+                .backends
+                .get(rec.backend())
+                .map(|b| b.topology.clone())
+                .unwrap_or_default(),
         })
     }
 

@@ -3,8 +3,8 @@
 
 use super::Core;
 use crate::actors::error::CoreError;
-use crate::actors::placement::serves;
-use crate::model::{CompiledClass, Protocol};
+use crate::actors::placement::{outside, serves};
+use crate::model::{CompiledClass, Protocol, TopologyRequirement};
 use crate::projections::{BackendState, Explanation, PoolExplanation};
 
 impl Core {
@@ -15,6 +15,18 @@ impl Core {
         class: &str,
         protocol: Protocol,
         size_bytes: Option<u64>,
+    ) -> Result<Explanation, CoreError> {
+        self.explain_in(class, protocol, size_bytes, None)
+    }
+
+    /// [`Core::explain`] for a create that must be reachable from `topology`: a pool outside
+    /// it says so.
+    pub fn explain_in(
+        &self,
+        class: &str,
+        protocol: Protocol,
+        size_bytes: Option<u64>,
+        topology: Option<&TopologyRequirement>,
     ) -> Result<Explanation, CoreError> {
         self.shared.ensure_readable()?;
         let config = self
@@ -68,6 +80,9 @@ impl Core {
                         crate::model::format_size(size),
                         crate::model::format_size(*free)
                     ));
+                }
+                if let Some(why) = outside(&rec.topology, topology) {
+                    reasons.push(why);
                 }
                 pools.push(PoolExplanation {
                     backend: name.clone(),

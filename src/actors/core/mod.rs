@@ -2,15 +2,19 @@
 //! It hides the actors: commands go to them, reads come from the projection's views.
 //!
 //! - `backends`, `classes`, `volumes`, `snapshots`: commands and reads, one file per resource.
+//! - `publish`: volumes made available to hosts and taken away.
 //! - `explain`: why each pool would or would not take a volume of a class.
 
 mod backends;
 mod classes;
 mod explain;
+mod publish;
 mod snapshots;
 mod volumes;
 
 use std::sync::Arc;
+
+pub use publish::{PublishRequest, UnpublishNode};
 
 use super::shared::{Readiness, Shared, read};
 

@@ -12,7 +12,7 @@ use crate::drivers::{
     CloneRequest, CreateRequest, DriverError, PlannedVolume, StorageDriver, VolumeInfo,
 };
 use crate::events::{Event, VolumeEvent};
-use crate::model::{PoolRef, Protocol, VolumeConfig, VolumeRequest};
+use crate::model::{PoolRef, Protocol, TopologyRequirement, VolumeConfig, VolumeRequest};
 use crate::projections::{VolumeRecord, VolumeState};
 
 pub(super) async fn create_volume(
@@ -39,6 +39,7 @@ async fn create(
     let size = request
         .size_bytes()
         .filter(|_| request.clone_source().is_none());
+    let topology = request.topology().cloned();
     let mut config = request.into_config();
     config.version = "1".to_string();
     config.access_information = Default::default();
@@ -50,10 +51,11 @@ async fn create(
             config.protocol,
             size_bytes,
             seed,
+            topology.as_ref(),
         )?;
         (config, size_bytes, candidates)
     } else {
-        clone_plan(shared, config)?
+        clone_plan(shared, config, topology.as_ref())?
     };
     // Until the intent is durable and the call reaches the backend, the plan's first choice
     // counts in that backend's load (concurrent plans see it).
@@ -107,6 +109,7 @@ async fn create(
 fn clone_plan(
     shared: &Shared,
     request: VolumeConfig,
+    topology: Option<&TopologyRequirement>,
 ) -> Result<(VolumeConfig, u64, Vec<PoolRef>), CoreError> {
     let source_name = request.clone_source_volume.clone();
     let source = record(shared, &source_name)
@@ -138,6 +141,18 @@ fn clone_plan(
     }
     let pool = PoolRef::new(source.backend(), source.pool());
     require_offer(shared, &pool, "clones")?;
+    let segments = shared.projection.read(|s| {
+        s.backends
+            .get(&pool.backend)
+            .map(|b| b.topology.clone())
+            .unwrap_or_default()
+    });
+    if let Some(why) = placement::outside(&segments, topology) {
+        return Err(CoreError::Failed(format!(
+            "{}: a clone lives on its source's pool {pool}, {why}",
+            placement::OUTSIDE_TOPOLOGY
+        )));
+    }
     Ok((config, source.size_bytes, vec![pool]))
 }
 

@@ -31,6 +31,14 @@ pub(super) async fn delete(
     let rec = record(shared, name)
         .ok_or_else(|| CoreError::NotFound(format!("volume {name} not found")))?;
     if rec.state != VolumeState::Deleting {
+        // A host may still be using it (spec: a volume in use is refused, unchanged).
+        let hosts: Vec<&str> = rec.publications().keys().map(String::as_str).collect();
+        if !hosts.is_empty() {
+            return Err(DeleteError::Final(CoreError::Failed(format!(
+                "volume {name} is published to {}; unpublish it first",
+                hosts.join(", ")
+            ))));
+        }
         let ev = Event::volume(name, VolumeEvent::DeleteRequested);
         shared.append(request_id, vec![ev]).await?;
     }

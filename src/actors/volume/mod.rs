@@ -9,11 +9,13 @@
 //! - `delete`: delete with retries.
 //! - `snapshot`: snapshot create and delete.
 //! - `resize`: growing a volume.
+//! - `publish`: granting a host access to a volume and taking it away.
 //! - `lookup`: the volume's record, its backend's driver, pool offers, error mapping.
 
 mod create;
 mod delete;
 mod lookup;
+mod publish;
 mod resize;
 mod snapshot;
 
@@ -25,13 +27,15 @@ use tracing::Instrument;
 
 use super::error::CoreError;
 use super::messages::{
-    CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, Reconcile, ResizeVolume,
+    CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, PublishVolume, Reconcile,
+    ResizeVolume, UnpublishVolume,
 };
 use super::shared::{Shared, VolumeMessage, VolumeRecipients, retry_delay};
 use crate::projections::VolumeState;
 use create::{create_volume, reconcile_create};
 use delete::{DeleteError, delete};
 use lookup::record;
+use publish::{publish, unpublish};
 use resize::resize;
 use snapshot::{create_snapshot, delete_snapshot, reconcile_snapshots};
 
@@ -87,7 +91,9 @@ fn recipients(addr: Addr<VolumeActor>) -> VolumeRecipients {
         reconcile: addr.clone().recipient(),
         create_snapshot: addr.clone().recipient(),
         delete_snapshot: addr.clone().recipient(),
-        resize: addr.recipient(),
+        resize: addr.clone().recipient(),
+        publish: addr.clone().recipient(),
+        unpublish: addr.recipient(),
     }
 }
 
@@ -250,3 +256,5 @@ atomic_op!(CreateVolume, create_volume);
 atomic_op!(CreateSnapshot, create_snapshot);
 atomic_op!(DeleteSnapshot, delete_snapshot);
 atomic_op!(ResizeVolume, resize);
+atomic_op!(PublishVolume, publish);
+atomic_op!(UnpublishVolume, unpublish);

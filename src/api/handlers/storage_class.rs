@@ -113,7 +113,7 @@ pub(crate) async fn delete(
     call.reply(StatusCode::OK, &EmptyResponse {})
 }
 
-/// `GET /trident/v1/storageclass/{storageClass}/explain?protocol=file|block&size=SIZE`:
+/// `GET /trident/v1/storageclass/{storageClass}/explain?protocol=file|block&size=SIZE&topology=K=V`:
 /// `{"explanation":{…}}`, for every pool of every backend whether a create in this class
 /// would try it now, and if not, why.
 #[utoipa::path(
@@ -124,6 +124,7 @@ pub(crate) async fn delete(
         ("storageClass" = String, Path, description = "Storage class name"),
         ("protocol" = Option<String>, Query, description = "`file`, `block` or `any` (the default)"),
         ("size" = Option<String>, Query, description = "A volume size, e.g. `10Gi`: pools with less free space are not candidates"),
+        ("topology" = Option<String>, Query, description = "A topology segment the volume must be reachable from, `KEY=VALUE[,KEY=VALUE…]` (e.g. `topology.kubernetes.io/zone=z1`): pools outside it are not candidates"),
     ),
     responses(
         (status = 200, description = "Every pool with its verdict", body = ExplanationResponse),
@@ -141,7 +142,8 @@ pub(crate) async fn explain(
     let name = call.path_name("storage class name", path)?;
     let pairs = call.query(query)?;
     let q = call.input(input::parse_explain_query(&pairs))?;
-    let explanation = call.core(core.explain(&name, q.protocol, q.size_bytes))?;
+    let explanation =
+        call.core(core.explain_in(&name, q.protocol, q.size_bytes, q.topology.as_ref()))?;
     call.reply(
         StatusCode::OK,
         &ExplanationResponse {

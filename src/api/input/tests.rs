@@ -486,8 +486,18 @@ fn explain_queries() {
     );
     assert_eq!(
         msg(parse_explain_query(&q(&[("x", "1")]))),
-        "invalid query parameter \"x\": unknown parameter; accepted: protocol, size"
+        "invalid query parameter \"x\": unknown parameter; accepted: protocol, size, topology"
     );
+    let t = parse_explain_query(&q(&[("topology", "topology.kubernetes.io/zone=z1,a=b")]))
+        .unwrap()
+        .topology
+        .unwrap();
+    assert_eq!(t.requisite[0]["topology.kubernetes.io/zone"], "z1");
+    assert_eq!(t.requisite[0]["a"], "b");
+    for bad in ["zone", "zone=-z", "Bad Key=z"] {
+        let m = msg(parse_explain_query(&q(&[("topology", bad)])));
+        assert!(m.starts_with("invalid query parameter topology:"), "{m}");
+    }
 }
 
 #[test]

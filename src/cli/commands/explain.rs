@@ -13,6 +13,7 @@ pub async fn run(ctx: &Ctx, kind: ExplainKind) -> CliResult<()> {
         name,
         protocol,
         size,
+        topology,
     } = kind;
     let what = || format!("could not explain storage class {name}");
     let mut url = ctx.rest.url(&["storageclass", &name, "explain"]);
@@ -23,6 +24,9 @@ pub async fn run(ctx: &Ctx, kind: ExplainKind) -> CliResult<()> {
         }
         if let Some(s) = &size {
             query.append_pair("size", s);
+        }
+        if let Some(t) = &topology {
+            query.append_pair("topology", t);
         }
     }
     let mut doc = ctx

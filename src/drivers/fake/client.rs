@@ -1,6 +1,6 @@
 //! The fake array itself: its contents behind one mutex, and the state file's durable writes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,6 +29,20 @@ pub(super) struct Volume {
     /// `File` or `Block`: how the volume is served.
     pub(super) protocol: Protocol,
     pub(super) snapshots: Vec<Snapshot>,
+    /// `perHostAccess`: the hosts granted access, by node name.
+    pub(super) hosts: BTreeMap<String, Grant>,
+}
+
+/// One host's access to a volume (`perHostAccess`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Grant {
+    /// The host's iSCSI initiator (block volumes need one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) initiator: Option<String>,
+    /// The LUN number the volume has in this host's mappings (block volumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lun: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -120,7 +120,8 @@ impl FakeDriver {
         let failure_rate = parse_failure_rate(obj)?;
         apply_fail_pools(obj, &mut pools, &pool_index)?;
         let fail_destroy = parse_fail_destroy(obj)?;
-        let chap = parse_chap(obj)?;
+        let chap = parse_flag(obj, "useCHAP")?;
+        let per_host_access = parse_flag(obj, "perHostAccess")?;
         let username = opt_str(obj, "username")?.map(|s| Secret(s.to_string()));
         let password = opt_str(obj, "password")?.map(|s| Secret(s.to_string()));
         let persister = parse_state_path(obj)?;
@@ -143,6 +144,7 @@ impl FakeDriver {
             failure_rate,
             fail_destroy,
             chap,
+            per_host_access,
             username,
             password,
             persister,
@@ -239,11 +241,12 @@ fn parse_fail_destroy(obj: &Map<String, Value>) -> DriverResult<Option<String>> 
     }
 }
 
-fn parse_chap(obj: &Map<String, Value>) -> DriverResult<bool> {
-    match field(obj, "useCHAP") {
+/// A boolean knob (`useCHAP`, `perHostAccess`), false when absent.
+fn parse_flag(obj: &Map<String, Value>, key: &'static str) -> DriverResult<bool> {
+    match field(obj, key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(wrong_type("useCHAP", "a boolean", Some(other))),
+        Some(other) => Err(wrong_type(key, "a boolean", Some(other))),
     }
 }
 

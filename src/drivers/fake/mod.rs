@@ -49,6 +49,12 @@
 //!   and every pool holding a volume must still be configured. If a write fails, the call
 //!   returns `Other` but its change stays in memory, like an array whose answer was lost; the
 //!   next successful write includes it. Two drivers must not share a state file at once.
+//! - `perHostAccess`: `true` makes the array grant access per host, as an array with an
+//!   access group per host does: `needs_publish` is true, `publish` grants a host (a block
+//!   volume needs the host's iSCSI initiator and gets the lowest LUN number free among that
+//!   host's mappings; the context has `accessGroup` and `iscsiLunNumber`), `unpublish`
+//!   revokes. Grants are kept with the volume (and in the state file). Default `false`:
+//!   every host reaches every volume and publish does nothing.
 //!
 //! The hot path (no latency, no statePath) is one uncontended mutex and the few allocations
 //! the returned `VolumeInfo` needs.
@@ -58,10 +64,12 @@
 //! - `config.rs`: the knobs, the pools, building the driver from a config.
 //! - `client.rs`: the array's contents (one mutex) and the state file's durable writes.
 //! - `wire.rs`: the state file's shape, encoding and loading.
+//! - `publish.rs`: `perHostAccess` grants.
 //! - `tests.rs`: the unit tests.
 
 mod client;
 mod config;
+mod publish;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -76,8 +84,8 @@ use serde_json::{Map, Value, json};
 use self::client::{ArrayState, Persister, Snapshot, Volume};
 use self::config::{Pool, Secret, check_name};
 use super::{
-    Attachment, CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, SnapshotInfo,
-    StorageDriver, VolumeInfo,
+    Attachment, CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, HostAccess,
+    PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Protocol};
 
@@ -113,6 +121,8 @@ pub struct FakeDriver {
     fail_destroy: Option<String>,
     /// `useCHAP`.
     chap: bool,
+    /// `perHostAccess`.
+    per_host_access: bool,
     // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
     #[allow(dead_code)]
     username: Option<Secret>,
@@ -189,6 +199,28 @@ impl FakeDriver {
             size_bytes: v.size_bytes,
             access: self.access(name, v.protocol),
         }
+    }
+
+    /// Changes a volume the array holds (`change` says whether it changed anything) and makes
+    /// the change durable; a volume the array does not hold is success, unchanged.
+    async fn change_if_held(
+        &self,
+        internal_name: &str,
+        change: impl FnOnce(&mut Volume) -> bool,
+    ) -> DriverResult<()> {
+        self.delay().await;
+        let pending = {
+            let mut guard = self.lock();
+            let st = &mut *guard;
+            let Some(v) = st.volumes.get_mut(internal_name) else {
+                return Ok(());
+            };
+            if !change(v) {
+                return Ok(());
+            }
+            self.commit(st)
+        };
+        self.persist(pending).await
     }
 
     /// Checks the size and the pool's room, then takes the bytes.
@@ -280,7 +312,7 @@ impl StorageDriver for FakeDriver {
             })
             .collect();
         drop(st);
-        json!({
+        let mut config = json!({
             "version": 1,
             "storageDriverName": DRIVER_NAME,
             "storagePrefix": self.storage_prefix,
@@ -288,7 +320,12 @@ impl StorageDriver for FakeDriver {
             "protocol": self.protocol.as_str(),
             "pools": pools,
             "InstanceName": self.instance_name,
-        })
+        });
+        // storch's knob, shown only when set: Trident's shape otherwise.
+        if self.per_host_access {
+            config["perHostAccess"] = json!(true);
+        }
+        config
     }
 
     fn internal_name(&self, volume_name: &str) -> String {
@@ -345,6 +382,7 @@ impl StorageDriver for FakeDriver {
             size_bytes: size,
             protocol: self.volume_protocol(req.config.protocol),
             snapshots: Vec::new(),
+            hosts: Default::default(),
         };
         let info = self.info(&req.internal_name, &volume);
         let pending = {
@@ -402,6 +440,7 @@ impl StorageDriver for FakeDriver {
                 size_bytes: size,
                 protocol: source.protocol,
                 snapshots: Vec::new(),
+                hosts: Default::default(),
             };
             self.pool_failure(volume.pool)?;
             self.reserve(&mut st.free, volume.pool, size, &req.internal_name)?;
@@ -522,20 +561,11 @@ impl StorageDriver for FakeDriver {
     }
 
     async fn delete_snapshot(&self, internal_name: &str, snapshot: &str) -> DriverResult<()> {
-        self.delay().await;
-        let pending = {
-            let mut guard = self.lock();
-            let st = &mut *guard;
-            let Some(v) = st.volumes.get_mut(internal_name) else {
-                return Ok(());
-            };
-            let Some(i) = v.snapshots.iter().position(|s| s.name == snapshot) else {
-                return Ok(());
-            };
-            v.snapshots.remove(i);
-            self.commit(st)
-        };
-        self.persist(pending).await
+        self.change_if_held(internal_name, |v| {
+            let i = v.snapshots.iter().position(|s| s.name == snapshot);
+            i.map(|i| v.snapshots.remove(i)).is_some()
+        })
+        .await
     }
 
     async fn list_volumes(&self) -> DriverResult<Vec<VolumeInfo>> {
@@ -559,6 +589,28 @@ impl StorageDriver for FakeDriver {
             .get(internal_name)
             .ok_or_else(|| not_found(internal_name))?;
         Ok(self.access(internal_name, v.protocol))
+    }
+
+    fn needs_publish(&self) -> bool {
+        self.per_host_access
+    }
+
+    async fn publish(
+        &self,
+        internal_name: &str,
+        host: &HostAccess,
+    ) -> DriverResult<PublishContext> {
+        if !self.per_host_access {
+            return Ok(PublishContext::new());
+        }
+        self.grant(internal_name, host).await
+    }
+
+    async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
+        if !self.per_host_access {
+            return Ok(());
+        }
+        self.revoke(internal_name, host).await
     }
 }
 

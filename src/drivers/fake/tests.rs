@@ -677,6 +677,7 @@ async fn fail_pools() {
             size_bytes: GIB,
             protocol: Protocol::File,
             snapshots: vec![],
+            hosts: Default::default(),
         },
     );
     assert!(matches!(

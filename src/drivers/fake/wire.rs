@@ -6,7 +6,7 @@ use std::fs;
 use serde::{Deserialize, Serialize};
 
 use super::FakeDriver;
-use super::client::{ArrayState, Persister, Snapshot, Volume};
+use super::client::{ArrayState, Grant, Persister, Snapshot, Volume};
 use super::config::Pool;
 use crate::drivers::{DriverError, DriverResult};
 use crate::model::Protocol;
@@ -39,6 +39,9 @@ struct VolumeRecord {
     protocol: Protocol,
     #[serde(default)]
     snapshots: Vec<Snapshot>,
+    /// `perHostAccess`: the hosts granted access, by node name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    hosts: BTreeMap<String, Grant>,
 }
 
 impl FakeDriver {
@@ -67,6 +70,7 @@ impl FakeDriver {
                         size_bytes: v.size_bytes,
                         protocol: v.protocol,
                         snapshots: v.snapshots.clone(),
+                        hosts: v.hosts.clone(),
                     };
                     (name.clone(), record)
                 })
@@ -134,6 +138,7 @@ pub(super) fn load_state(
                 size_bytes: v.size_bytes,
                 protocol,
                 snapshots: v.snapshots,
+                hosts: v.hosts,
             },
         );
     }

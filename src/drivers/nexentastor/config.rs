@@ -50,6 +50,7 @@ const KNOWN_KEYS: &[&str] = &[
     "chapUser",
     "chapSecret",
     "zone",
+    "supportedTopologies",
     "insecureSkipVerify",
     "iSCSITimeout",
     "mountPointPermissions",
@@ -176,6 +177,28 @@ impl NexentaConfig {
             },
             mount_point_permissions: parse_permissions(obj)?,
         })
+    }
+
+    /// Where the backend's volumes are reachable from: the seed's `zone` as the label
+    /// `topology.kubernetes.io/zone` (what `storch csi node --zone` reports), or the common
+    /// `supportedTopologies` (`common`); giving both is refused.
+    pub fn topology(
+        &self,
+        common: &[crate::model::Segment],
+    ) -> DriverResult<Vec<crate::model::Segment>> {
+        use crate::model::topology::{ZONE_KEY, check_value};
+        match &self.zone {
+            None => Ok(common.to_vec()),
+            Some(_) if !common.is_empty() => Err(DriverError::Invalid(
+                "zone and supportedTopologies: give one of them (zone z is                  supportedTopologies [{\"topology.kubernetes.io/zone\": z}])"
+                    .into(),
+            )),
+            Some(zone) => {
+                check_value(zone)
+                    .map_err(|e| DriverError::Invalid(format!("invalid value for zone: {e}")))?;
+                Ok(vec![[(ZONE_KEY.to_string(), zone.clone())].into()])
+            }
+        }
     }
 
     /// The backend name when `backendName` is not given: `nexentastor_<first host>`.

@@ -4,8 +4,8 @@
 use storch::csi::proto::controller_service_capability::rpc::Type as Rpc;
 use storch::csi::proto::plugin_capability::{Type as PluginType, service};
 use storch::csi::proto::{
-    ControllerGetCapabilitiesRequest, ControllerPublishVolumeRequest, GetPluginCapabilitiesRequest,
-    GetPluginInfoRequest, ProbeRequest,
+    ControllerGetCapabilitiesRequest, GetPluginCapabilitiesRequest, GetPluginInfoRequest,
+    ProbeRequest,
 };
 
 use storch::csi::proto;
@@ -23,8 +23,8 @@ async fn plugin_info_names_the_driver() {
     assert_eq!(csi.plugin_name().await, "csi.example.com");
 }
 
-/// ID-2 and CT-1: only known types; the controller service and exactly the RPCs storch
-/// serves; no topology (backends declare none).
+/// ID-2 and CT-1: only known types; the controller service, topology, and exactly the RPCs
+/// storch serves.
 #[tokio::test]
 async fn capabilities_are_known_and_truthful() {
     let csi = Csi::start().await;
@@ -43,7 +43,13 @@ async fn capabilities_are_known_and_truthful() {
             PluginType::VolumeExpansion(e) => assert_eq!(e.r#type, 1, "ONLINE"),
         }
     }
-    assert_eq!(services, [service::Type::ControllerService]);
+    assert_eq!(
+        services,
+        [
+            service::Type::ControllerService,
+            service::Type::VolumeAccessibilityConstraints
+        ]
+    );
     let rpcs: Vec<Rpc> = csi
         .controller
         .clone()
@@ -63,36 +69,29 @@ async fn capabilities_are_known_and_truthful() {
         rpcs,
         [
             Rpc::CreateDeleteVolume,
+            Rpc::PublishUnpublishVolume,
             Rpc::ListVolumes,
             Rpc::GetCapacity,
             Rpc::CreateDeleteSnapshot,
             Rpc::ListSnapshots,
             Rpc::CloneVolume,
-            Rpc::ExpandVolume
+            Rpc::PublishReadonly,
+            Rpc::ExpandVolume,
+            Rpc::ListVolumesPublishedNodes,
+            Rpc::VolumeCondition,
+            Rpc::GetVolume,
         ]
     );
     // SX-8: what is not advertised is UNIMPLEMENTED.
     let mut c = csi.controller.clone();
     let unimplemented = [
         code(
-            c.controller_publish_volume(ControllerPublishVolumeRequest::default())
-                .await,
-        ),
-        code(
-            c.controller_unpublish_volume(proto::ControllerUnpublishVolumeRequest::default())
-                .await,
-        ),
-        code(
-            c.controller_get_volume(proto::ControllerGetVolumeRequest::default())
-                .await,
-        ),
-        code(
             c.controller_modify_volume(proto::ControllerModifyVolumeRequest::default())
                 .await,
         ),
         code(c.get_snapshot(proto::GetSnapshotRequest::default()).await),
     ];
-    assert_eq!(unimplemented, [tonic::Code::Unimplemented; 5]);
+    assert_eq!(unimplemented, [tonic::Code::Unimplemented; 2]);
 }
 
 /// ID-3: the leader is ready.

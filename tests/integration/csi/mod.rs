@@ -1,16 +1,20 @@
 //! The CSI conformance suite (../shared/spec/csi.md §18): a tonic client over the unix socket
 //! of a real `storch serve --csi-endpoint`, against the fake backend. One file per service:
 //! `identity`, `volumes` (create, delete, validate, list, capacity, expand), `snapshots`
-//! (snapshots and the volumes made from them or cloned), `node` and `node_rules` (the Node
-//! service on the recording fake host) and `node_real` (`storch csi node` and real mounts, as
-//! root). Requirement ids (ID-n, CT-n, ND-n, SX-n) are in the test names' doc comments.
+//! (snapshots and the volumes made from them or cloned), `publish` (ControllerPublish and
+//! Unpublish, ControllerGetVolume), `topology` (backends' supportedTopologies and CSI's
+//! accessibility requirements), `node` and `node_rules` (the Node service on the recording
+//! fake host) and `node_real` (`storch csi node` and real mounts, as root). Requirement ids
+//! (ID-n, CT-n, ND-n, SX-n) are in the test names' doc comments.
 
 mod identity;
 mod node;
 mod node_real;
 mod node_rules;
 mod ontap;
+mod publish;
 mod snapshots;
+mod topology;
 mod volumes;
 
 use std::collections::HashMap;
@@ -87,6 +91,19 @@ impl Csi {
             http,
             _dir: dir,
         }
+    }
+
+    /// Stops `storch serve` and starts it again on the same data dir and socket (no extra
+    /// flags), then reconnects the clients.
+    pub async fn restart(&mut self) {
+        self.server.stop();
+        let data = self.server.log_path.parent().unwrap().join("data");
+        let endpoint = format!("unix://{}", self.socket.display());
+        self.server = Server::start_with(&data, &["--csi-endpoint", &endpoint], &[]);
+        self.server.wait_ready(&self.http).await;
+        let channel = connect(&self.socket).await;
+        self.identity = IdentityClient::new(channel.clone());
+        self.controller = ControllerClient::new(channel);
     }
 
     /// Creates a volume and returns its id (the call must succeed).

@@ -1,6 +1,6 @@
 //! The Controller against the ONTAP simulator (ontap-nas and ontap-san over real HTTPS): a
 //! whole lifecycle — volumes by capability, snapshot, restore, clone, expansion, paging,
-//! deletes — ends with nothing left on the array.
+//! publish and unpublish to nodes, deletes — ends with nothing left on the array.
 
 use serde_json::json;
 use storch::csi::proto::volume_capability::access_mode::Mode;
@@ -11,7 +11,8 @@ use storch::csi::proto::{
 };
 use storch::sim::ontap::SimOptions;
 
-use super::{Csi, block, create_request, mount, range, unique};
+use super::publish::{publish_req, published_nodes, unpublish_req};
+use super::{Csi, block, code, create_request, mount, range, unique};
 use crate::support::ontap::{array_volumes, backend, sim_in};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,6 +143,68 @@ async fn lifecycle_on_the_ontap_simulator() {
             .len(),
         1
     );
+
+    // Publish and unpublish (CT-20 on each kind): the LUN to one node with its initiator, the
+    // export to two; whatever the array grants, the publication is recorded and a published
+    // volume is not deleted.
+    let node1 = "worker-1,iqn.1993-08.org.debian:01:worker1";
+    for (v, cap, nodes) in [
+        (&lun, block(Mode::SingleNodeWriter), vec![node1]),
+        (
+            &file,
+            mount(Mode::MultiNodeMultiWriter),
+            vec![node1, "worker-2"],
+        ),
+    ] {
+        for node in &nodes {
+            let first = c
+                .controller_publish_volume(publish_req(&v.volume_id, node, cap.clone(), false))
+                .await
+                .unwrap()
+                .into_inner();
+            let again = c
+                .controller_publish_volume(publish_req(&v.volume_id, node, cap.clone(), false))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(first, again);
+            assert!(
+                first
+                    .publish_context
+                    .keys()
+                    .all(|k| k.starts_with("storch.io/")),
+                "{first:?}"
+            );
+        }
+        let mut expected: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+        expected.sort();
+        assert_eq!(published_nodes(&csi, &v.volume_id).await, expected);
+        let busy = c
+            .delete_volume(storch::csi::proto::DeleteVolumeRequest {
+                volume_id: v.volume_id.clone(),
+                ..Default::default()
+            })
+            .await;
+        assert_eq!(code(busy), tonic::Code::FailedPrecondition);
+        for node in &nodes {
+            c.controller_unpublish_volume(unpublish_req(&v.volume_id, node))
+                .await
+                .unwrap();
+        }
+        assert!(published_nodes(&csi, &v.volume_id).await.is_empty());
+    }
+    let second = c
+        .controller_publish_volume(publish_req(
+            &lun.volume_id,
+            "worker-2",
+            block(Mode::SingleNodeWriter),
+            false,
+        ))
+        .await;
+    assert!(second.is_ok(), "free again after the unpublish: {second:?}");
+    c.controller_unpublish_volume(unpublish_req(&lun.volume_id, ""))
+        .await
+        .unwrap();
 
     // Clones first, then the snapshot, then the sources: nothing stays on the array.
     for v in [&restored, &clone] {

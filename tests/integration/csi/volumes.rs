@@ -90,13 +90,13 @@ async fn bad_requests_name_the_field_and_change_nothing() {
             CreateVolumeRequest {
                 accessibility_requirements: Some(TopologyRequirement {
                     requisite: vec![Topology {
-                        segments: params(&[("topology.storch.io/zone", "z1")]),
+                        segments: params(&[("Topology.Storch.io/zone", "z1")]),
                     }],
                     preferred: vec![],
                 }),
                 ..create_request("x")
             },
-            "accessibility_requirements",
+            "accessibility_requirements.requisite[0]",
         ),
         (
             CreateVolumeRequest {
@@ -377,15 +377,7 @@ async fn list_pages_and_contexts_survive_a_restart() {
     expected.sort_by(|a, b| a.volume_id.cmp(&b.volume_id));
     assert_eq!(seen, expected);
     // Restart on the same data dir and socket.
-    csi.server.stop();
-    let data = csi.server.log_path.parent().unwrap().join("data");
-    let endpoint = format!("unix://{}", csi.socket.display());
-    csi.server = crate::support::Server::start_with(&data, &["--csi-endpoint", &endpoint], &[]);
-    csi.server.wait_ready(&csi.http).await;
-    let controller = storch::csi::proto::controller_client::ControllerClient::new(
-        super::connect(&csi.socket).await,
-    );
-    csi.controller = controller;
+    csi.restart().await;
     assert_eq!(list_all(&csi).await, expected);
 }
 
