@@ -173,6 +173,10 @@ pub struct HostAccess {
 /// e.g. the LUN number the volume got in the host's own mapping. Keys are without prefix.
 pub type PublishContext = BTreeMap<String, String>;
 
+/// The publish context key of the LUN number a host sees a volume at, when its own mapping
+/// gives it one (the node plugin reads it as `storch.io/iscsiLunNumber`, over the volume's).
+pub const PUBLISH_LUN_KEY: &str = "iscsiLunNumber";
+
 /// One array family. Every method is idempotent where the array allows it: `destroy` of a
 /// volume already gone succeeds; `create` of a name that exists fails with `AlreadyExists`
 /// (the caller decides whether to adopt it).

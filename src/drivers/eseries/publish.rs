@@ -36,7 +36,7 @@ use crate::drivers::{DriverError, DriverResult, HostAccess, PublishContext};
 pub const HOST_PREFIX: &str = "storch_";
 
 /// The publish context key of the host's LUN.
-pub const LUN_KEY: &str = "iscsiLunNumber";
+pub use crate::drivers::PUBLISH_LUN_KEY as LUN_KEY;
 
 /// The highest LUN the array maps.
 const MAX_LUN: i32 = 255;

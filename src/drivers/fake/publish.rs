@@ -15,7 +15,7 @@ fn context(node: &str, grant: &Grant) -> PublishContext {
     let mut ctx = PublishContext::new();
     ctx.insert("accessGroup".into(), format!("fake-{node}"));
     if let Some(lun) = grant.lun {
-        ctx.insert("iscsiLunNumber".into(), lun.to_string());
+        ctx.insert(crate::drivers::PUBLISH_LUN_KEY.into(), lun.to_string());
     }
     ctx
 }

@@ -6,7 +6,7 @@
 //! publish grants a host that this mapping does not reach: its initiator goes into the host
 //! group `storch-host-<node>` (made when missing), and the zvol is mapped to that group
 //! through the target group of its first mapping; the host finds the LUN number in the publish
-//! context (`lun`). An unpublish removes that mapping, and the group once no mapping uses it.
+//! context (`iscsiLunNumber`). An unpublish removes that mapping, and the group once no mapping uses it.
 //! An initiator is a member of one host group at most (the appliance's rule): one already in
 //! a group that is not storch's is refused, naming the group.
 
@@ -77,7 +77,10 @@ impl NexentaDriver {
     }
 
     fn context(m: &LunMapping) -> PublishContext {
-        PublishContext::from([("lun".to_string(), m.lun.to_string())])
+        PublishContext::from([(
+            crate::drivers::PUBLISH_LUN_KEY.to_string(),
+            m.lun.to_string(),
+        )])
     }
 
     pub(super) async fn grant(

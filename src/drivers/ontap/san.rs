@@ -21,7 +21,7 @@ use crate::drivers::{
 use crate::model::AccessInfo;
 
 /// The publish context key of the LUN number the host's map got.
-pub const LUN_NUMBER_KEY: &str = "iscsiLunNumber";
+pub use crate::drivers::PUBLISH_LUN_KEY as LUN_NUMBER_KEY;
 
 /// ONTAP's longest igroup name.
 const MAX_IGROUP_NAME: usize = 96;

@@ -84,7 +84,7 @@ async fn publish_maps_per_host_and_unpublish_takes_it_back() {
     );
 
     let ctx = d.publish("v1", &host("node1", Some(IQN1))).await.unwrap();
-    let lun = ctx["lun"].clone();
+    let lun = ctx["iscsiLunNumber"].clone();
     assert_eq!(
         mappings_of(&nx, "tank/csi/v1").await,
         [
@@ -101,7 +101,7 @@ async fn publish_maps_per_host_and_unpublish_takes_it_back() {
     assert_eq!(mappings_of(&nx, "tank/csi/v1").await.len(), 2);
     // The admin's own group already reaches the volume: its LUN, nothing added.
     let admin = d.publish("v1", &host("ops1", Some(ADMIN))).await.unwrap();
-    assert_eq!(admin["lun"], "0");
+    assert_eq!(admin["iscsiLunNumber"], "0");
     // An initiator in a group that is not storch's and does not reach the volume: refused.
     match d.publish("v1", &host("node2", Some(IQN2))).await {
         Err(DriverError::Conflict(m)) => assert!(m.contains("other") && m.contains(IQN2), "{m}"),
@@ -155,7 +155,7 @@ async fn a_volume_mapped_to_all_needs_no_host_mapping() {
     d.discover().await.unwrap();
     d.create(&req("v1", "tank/csi", GIB)).await.unwrap();
     let ctx = d.publish("v1", &host("node1", Some(IQN1))).await.unwrap();
-    assert_eq!(ctx["lun"], "0");
+    assert_eq!(ctx["iscsiLunNumber"], "0");
     assert_eq!(
         mappings_of(&nx, "tank/csi/v1").await,
         [("all".to_string(), 0)]
