@@ -227,14 +227,34 @@ async fn get_one(ctx: &Ctx, res: &Resource, name: &str) -> Result<Value, RestErr
 }
 
 /// Prints the named objects, or every one.
+/// Prints the objects found, then fails naming the first one that could not be had (as
+/// `kubectl get a missing` prints `a` and an error for `missing`).
 async fn get_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult<()> {
-    let items = fetch_objects(ctx, res, names).await?;
-    ctx.print(res.kind, &items)
+    let (items, failed) = fetch_some(ctx, res, names).await?;
+    if !items.is_empty() || failed.is_none() {
+        ctx.print(res.kind, &items)?;
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The named objects, or every one when no name is given (objects deleted between the list
 /// and their GET are left out).
 async fn fetch_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResult<Vec<Value>> {
+    match fetch_some(ctx, res, names).await? {
+        (_, Some(e)) => Err(e),
+        (items, None) => Ok(items),
+    }
+}
+
+/// Like [`fetch_objects`], with the objects found beside the first named one that was not.
+async fn fetch_some(
+    ctx: &Ctx,
+    res: &Resource,
+    names: Vec<String>,
+) -> CliResult<(Vec<Value>, Option<CliError>)> {
     let listing = names.is_empty();
     let names = if listing {
         list_names(ctx, res).await?
@@ -242,10 +262,17 @@ async fn fetch_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResu
         names
     };
     let mut items = Vec::with_capacity(names.len());
+    let mut failed = None;
     for name in &names {
         match get_one(ctx, res, name).await {
             Ok(item) => items.push(item),
             Err(e) if listing && e.status() == Some(StatusCode::NOT_FOUND) => {}
+            Err(e) if e.status() == Some(StatusCode::NOT_FOUND) => {
+                failed.get_or_insert(CliError::rest(
+                    format!("could not get {} {name}", res.word),
+                    e,
+                ));
+            }
             Err(e) => {
                 return Err(CliError::rest(
                     format!("could not get {} {name}", res.word),
@@ -254,7 +281,7 @@ async fn fetch_objects(ctx: &Ctx, res: &Resource, names: Vec<String>) -> CliResu
             }
         }
     }
-    Ok(items)
+    Ok((items, failed))
 }
 
 async fn list_names(ctx: &Ctx, res: &Resource) -> CliResult<Vec<String>> {

@@ -183,6 +183,13 @@ fn errors_say_what_failed_and_exit_1() {
     server
         .run(&["get", "volume", "nope"])
         .fails_with("could not get volume nope:");
+    // What exists is printed before the error for what does not.
+    let classes = server.run(&["get", "sc", "-o", "name"]).ok();
+    let first = classes.lines()[0].to_string();
+    let out = server
+        .run(&["get", "sc", &first, "nope", "-o", "name"])
+        .fails_with("could not get storage class nope:");
+    assert_eq!(out.lines(), [first.as_str()]);
     server
         .run(&["delete", "storageclass", "nope"])
         .fails_with("could not delete storage class nope:");
