@@ -1,12 +1,14 @@
 //! The CSI conformance suite (../shared/spec/csi.md §18): a tonic client over the unix socket
 //! of a real `storch serve --csi-endpoint`, against the fake backend. One file per service:
 //! `identity`, `volumes` (create, delete, validate, list, capacity, expand), `snapshots`
-//! (snapshots and the volumes made from them or cloned), `publish` (ControllerPublish and
+//! (snapshots and the volumes made from them or cloned), `arrays` (a lifecycle on local
+//! directories and the SolidFire, E-Series and NexentaStor simulators), `publish` (ControllerPublish and
 //! Unpublish, ControllerGetVolume), `topology` (backends' supportedTopologies and CSI's
 //! accessibility requirements), `node` and `node_rules` (the Node service on the recording
 //! fake host) and `node_real` (`storch csi node` and real mounts, as root). Requirement ids
 //! (ID-n, CT-n, ND-n, SX-n) are in the test names' doc comments.
 
+mod arrays;
 mod identity;
 mod node;
 mod node_real;

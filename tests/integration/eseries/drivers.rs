@@ -15,26 +15,7 @@ use crate::support::eseries::{CONTROLLERS, EseriesSim};
 const GIB: u64 = 1 << 30;
 const POOLS: &str = "pool_ssd:ssd:64GiB,pool_hdd:hdd:64GiB:raidDiskPool";
 
-/// A backend on the simulator: its address, credentials and controllers, the first portal,
-/// pools matching `^pool_`; over TLS with its certificate trusted, else over plain HTTP.
-pub(super) fn backend(sim: &EseriesSim, extra: Value) -> Value {
-    let (host, port) = sim.host_port();
-    let mut doc = json!({
-        "version": 1, "storageDriverName": "eseries-iscsi",
-        "webProxyHostname": host, "webProxyPort": port,
-        "username": "admin", "password": "eseries123",
-        "controllerA": CONTROLLERS[0], "controllerB": CONTROLLERS[1],
-        "hostDataIP": "10.0.1.10", "poolNameSearchPattern": "^pool_",
-    });
-    match sim.ca_pem() {
-        Some(pem) => doc["trustedCACertificate"] = json!(pem),
-        None => doc["webProxyUseHTTP"] = json!(true),
-    }
-    for (k, v) in extra.as_object().unwrap() {
-        doc[k] = v.clone();
-    }
-    doc
-}
+pub(super) use crate::support::eseries::es_backend as backend;
 
 pub(super) fn driver(sim: &EseriesSim, extra: Value) -> EseriesDriver {
     let doc = backend(sim, extra);

@@ -5,7 +5,7 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use storch::sim::eseries::{DEFAULT_PASSWORD, DEFAULT_USERNAME};
 
 /// Controller addresses the simulator is started with (what a registration must name).
@@ -144,4 +144,25 @@ impl EseriesSim {
         assert!(status == 200 || status == 201, "register: {status} {v}");
         v["id"].as_str().expect("an id").to_string()
     }
+}
+
+/// A backend on the simulator: its address, credentials and controllers, the first portal,
+/// pools matching `^pool_`; over TLS with its certificate trusted, else over plain HTTP.
+pub fn es_backend(sim: &EseriesSim, extra: Value) -> Value {
+    let (host, port) = sim.host_port();
+    let mut doc = json!({
+        "version": 1, "storageDriverName": "eseries-iscsi",
+        "webProxyHostname": host, "webProxyPort": port,
+        "username": "admin", "password": "eseries123",
+        "controllerA": CONTROLLERS[0], "controllerB": CONTROLLERS[1],
+        "hostDataIP": "10.0.1.10", "poolNameSearchPattern": "^pool_",
+    });
+    match sim.ca_pem() {
+        Some(pem) => doc["trustedCACertificate"] = json!(pem),
+        None => doc["webProxyUseHTTP"] = json!(true),
+    }
+    for (k, v) in extra.as_object().unwrap() {
+        doc[k] = v.clone();
+    }
+    doc
 }
