@@ -96,6 +96,7 @@ pub(crate) struct BackendSlot {
     pub update: Recipient<UpdateBackend>,
     pub delete: Recipient<DeleteBackend>,
     pub stop: Recipient<StopBackend>,
+    pub reconcile: Recipient<super::drift::ReconcileBackend>,
     pub status: Arc<BackendStatus>,
 }
 
@@ -115,6 +116,8 @@ pub(crate) struct VolumeRecipients {
     pub create_snapshot: Recipient<CreateSnapshot>,
     pub delete_snapshot: Recipient<DeleteSnapshot>,
     pub resize: Recipient<ResizeVolume>,
+    pub check_on_array: Recipient<super::drift::CheckOnArray>,
+    pub import: Recipient<super::drift::ImportVolume>,
 }
 
 impl VolumeRecipients {
@@ -149,6 +152,8 @@ volume_message!(Reconcile, reconcile);
 volume_message!(CreateSnapshot, create_snapshot);
 volume_message!(DeleteSnapshot, delete_snapshot);
 volume_message!(ResizeVolume, resize);
+volume_message!(super::drift::CheckOnArray, check_on_array);
+volume_message!(super::drift::ImportVolume, import);
 
 pub(crate) struct Shared {
     pub opts: CoreOptions,

@@ -4,6 +4,10 @@
 //! Encoding: bincode 2 native (`config::standard()`), schema version [`SCHEMA_VERSION`].
 //! Older schema versions are upcast in [`decode`]; `migrations/` keeps a frozen log per version.
 
+mod drift;
+
+pub use drift::{DriftEvent, Noticed};
+
 use crate::model::{
     AccessInfo, PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig,
 };
@@ -129,6 +133,8 @@ pub enum VolumeEvent {
         size: String,
         size_bytes: u64,
     },
+    /// Reconciliation with the array, and import (see [`DriftEvent`]).
+    Drift(DriftEvent),
 }
 
 /// An event of any stream, with the stream's object name.
@@ -204,6 +210,7 @@ impl Event {
                 VolumeEvent::SnapshotCreationFailed { .. } => "SnapshotCreationFailed",
                 VolumeEvent::SnapshotDeleted { .. } => "SnapshotDeleted",
                 VolumeEvent::Resized { .. } => "VolumeResized",
+                VolumeEvent::Drift(d) => d.kind(),
             },
         }
     }
@@ -309,6 +316,7 @@ impl Event {
                     format!("snapshot {name}/{snapshot} deleted")
                 }
                 VolumeEvent::Resized { size, .. } => format!("volume {name} resized to {size}"),
+                VolumeEvent::Drift(d) => d.summary(name),
             },
         }
     }

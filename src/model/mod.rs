@@ -6,12 +6,14 @@
 //! `skip_serializing_if` through serde).
 
 pub mod attributes;
+pub mod handle;
 pub mod request;
 pub mod size;
 pub mod storage_class;
 pub mod volume;
 
 pub use attributes::{AttrType, Offer, Request, json_kind};
+pub use handle::{ImportRequest, VolumeHandle};
 pub use request::{
     RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
 };

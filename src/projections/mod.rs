@@ -17,6 +17,7 @@ use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
 use crate::model::{PoolInfo, PoolRef, Protocol, Sealed, StorageClassConfig, VolumeConfig};
 
 mod config_codec;
+mod drift;
 mod replay;
 mod state_codec;
 mod views;
@@ -35,6 +36,10 @@ pub enum VolumeState {
     Online,
     /// Delete requested; retried with backoff until the array confirms.
     Deleting,
+    // Variants are only ever appended (bincode encodes the variant index in checkpoints).
+    /// Created, but its array no longer holds it (noticed by reconciliation); back to
+    /// `Online` when it reappears. Nothing deletes it on that basis.
+    Missing,
 }
 
 impl VolumeState {
@@ -43,6 +48,7 @@ impl VolumeState {
             VolumeState::Creating => "creating",
             VolumeState::Online => "online",
             VolumeState::Deleting => "deleting",
+            VolumeState::Missing => "missing",
         }
     }
 }
@@ -96,6 +102,8 @@ struct VolumeExtra {
     failed: Vec<(PoolRef, String)>,
     last_error: Option<String>,
     delete_attempts: u32,
+    /// Imported with `--no-manage`: a delete forgets it, never destroys it.
+    unmanaged: bool,
 }
 
 static NO_SNAPSHOTS: BTreeMap<String, SnapshotRecord> = BTreeMap::new();
@@ -171,6 +179,11 @@ impl VolumeRecord {
 
     pub fn delete_attempts(&self) -> u32 {
         self.extra.as_ref().map_or(0, |e| e.delete_attempts)
+    }
+
+    /// Whether storch may destroy it on the array (false: imported with `--no-manage`).
+    pub fn managed(&self) -> bool {
+        !self.extra.as_ref().is_some_and(|e| e.unmanaged)
     }
 
     /// Changes the rarely set fields; the box goes away when they are all empty again.
@@ -351,7 +364,8 @@ const STATE_MAGIC: u8 = 0xFF;
 /// 3: the config in `config_codec` (empty fields skipped), snapshots among the extras.
 /// 4: `state_codec`: the volume table in chunks decoded in parallel, placements as indices
 ///    into a pool table, backends' volume sets as indices into the volume table.
-const STATE_FORMAT: u8 = 4;
+/// 5: a volume's extras say whether it is managed (import `--no-manage`).
+const STATE_FORMAT: u8 = 5;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -451,6 +465,9 @@ impl State {
     }
 
     fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
+        if let VolumeEvent::Drift(d @ crate::events::DriftEvent::Imported { .. }) = event {
+            return self.apply_drift(name, d);
+        }
         if let VolumeEvent::Requested { config, size_bytes } = event {
             self.volumes.0.insert(
                 name.into(),
@@ -547,6 +564,7 @@ impl State {
                 vol.update_config(|c| c.size = size.clone());
                 vol.size_bytes = *size_bytes;
             }
+            VolumeEvent::Drift(d) => self.apply_drift(name, d),
         }
     }
 

@@ -2,15 +2,19 @@
 //! It hides the actors: commands go to them, reads come from the projection's views.
 //!
 //! - `backends`, `classes`, `volumes`, `snapshots`: commands and reads, one file per resource.
+//! - `drift`: reconcile a backend with its array, orphans, import.
 //! - `explain`: why each pool would or would not take a volume of a class.
 
 mod backends;
 mod classes;
+mod drift;
 mod explain;
 mod snapshots;
 mod volumes;
 
 use std::sync::Arc;
+
+pub use drift::Orphans;
 
 use super::shared::{Readiness, Shared, read};
 

@@ -13,6 +13,7 @@
 
 mod create;
 mod delete;
+mod drift;
 mod lookup;
 mod resize;
 mod snapshot;
@@ -27,6 +28,7 @@ use super::error::CoreError;
 use super::messages::{
     CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, Reconcile, ResizeVolume,
 };
+use super::drift::{CheckOnArray, ImportVolume};
 use super::shared::{Shared, VolumeMessage, VolumeRecipients, retry_delay};
 use crate::projections::VolumeState;
 use create::{create_volume, reconcile_create};
@@ -87,7 +89,9 @@ fn recipients(addr: Addr<VolumeActor>) -> VolumeRecipients {
         reconcile: addr.clone().recipient(),
         create_snapshot: addr.clone().recipient(),
         delete_snapshot: addr.clone().recipient(),
-        resize: addr.recipient(),
+        resize: addr.clone().recipient(),
+        check_on_array: addr.clone().recipient(),
+        import: addr.recipient(),
     }
 }
 
@@ -208,6 +212,8 @@ async fn reconcile(shared: &Arc<Shared>, name: &str) -> bool {
     };
     match rec.state {
         VolumeState::Online => reconcile_snapshots(shared, name, &rec).await,
+        // Drift reconciliation brings it back when its array holds it again.
+        VolumeState::Missing => false,
         VolumeState::Deleting => delete(shared, name, "reconcile").await.is_err(),
         VolumeState::Creating => match reconcile_create(shared, name, &rec).await {
             Ok(()) => false,
@@ -223,7 +229,7 @@ async fn reconcile(shared: &Arc<Shared>, name: &str) -> bool {
 macro_rules! atomic_op {
     ($msg:ty, $run:expr) => {
         impl Handler<$msg> for VolumeActor {
-            type Result = AtomicResponse<Self, Result<(), CoreError>>;
+            type Result = AtomicResponse<Self, <$msg as Message>::Result>;
 
             fn handle(&mut self, msg: $msg, _ctx: &mut Self::Context) -> Self::Result {
                 self.touch();
@@ -250,3 +256,5 @@ atomic_op!(CreateVolume, create_volume);
 atomic_op!(CreateSnapshot, create_snapshot);
 atomic_op!(DeleteSnapshot, delete_snapshot);
 atomic_op!(ResizeVolume, resize);
+atomic_op!(CheckOnArray, drift::check);
+atomic_op!(ImportVolume, drift::import);
