@@ -78,11 +78,7 @@ pub(crate) fn size_changed(recorded: u64, on_array: u64) -> bool {
 }
 
 /// What the array holds that differs from the record, if anything: (size, pool).
-pub(crate) fn change(
-    size_bytes: u64,
-    pool: &str,
-    on_array: &VolumeInfo,
-) -> Option<(u64, String)> {
+pub(crate) fn change(size_bytes: u64, pool: &str, on_array: &VolumeInfo) -> Option<(u64, String)> {
     let differs = size_changed(size_bytes, on_array.size_bytes)
         || (!on_array.pool.is_empty() && on_array.pool != pool);
     differs.then(|| {
@@ -178,7 +174,11 @@ fn known(shared: &Shared, backend: &str) -> Vec<Known> {
 
 /// The array-side names storch volumes claim on `backend`: each placed volume's, and for a
 /// create under way the name it would get there.
-pub(crate) fn claimed(shared: &Shared, backend: &str, driver: &dyn StorageDriver) -> HashSet<String> {
+pub(crate) fn claimed(
+    shared: &Shared,
+    backend: &str,
+    driver: &dyn StorageDriver,
+) -> HashSet<String> {
     owners(shared, backend, driver).into_keys().collect()
 }
 
@@ -251,9 +251,8 @@ pub(crate) async fn run(
     let _one = if wait {
         lock.lock().await
     } else {
-        lock.try_lock().map_err(|_| {
-            CoreError::Unavailable(format!("backend {backend} is being reconciled"))
-        })?
+        lock.try_lock()
+            .map_err(|_| CoreError::Unavailable(format!("backend {backend} is being reconciled")))?
     };
     let result = reconcile(shared, backend, &driver, how).await;
     if let Err(e) = &result {
@@ -377,7 +376,10 @@ mod tests {
             change(G, "p1", &on_array("s_a", "p2", 2 * G)),
             Some((2 * G, "p2".to_string()))
         );
-        assert_eq!(change(G, "p1", &on_array("s_a", "", 2 * G)), Some((2 * G, "p1".into())));
+        assert_eq!(
+            change(G, "p1", &on_array("s_a", "", 2 * G)),
+            Some((2 * G, "p1".into()))
+        );
     }
 
     #[test]
@@ -393,7 +395,11 @@ mod tests {
     fn orphans_are_the_listed_volumes_nobody_claims() {
         let claimed: HashSet<String> = ["s_a".to_string()].into();
         let got = orphans(
-            vec![on_array("s_z", "p1", G), on_array("s_a", "p1", G), on_array("s_b", "p2", G)],
+            vec![
+                on_array("s_z", "p1", G),
+                on_array("s_a", "p1", G),
+                on_array("s_b", "p2", G),
+            ],
             &claimed,
         );
         let names: Vec<&str> = got.iter().map(|v| v.internal_name.as_str()).collect();

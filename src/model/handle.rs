@@ -117,8 +117,18 @@ mod tests {
             let e = VolumeHandle::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with("volumeHandle"), "{bad}: {e}");
         }
-        assert!(VolumeHandle::new("b", "").unwrap_err().to_string().contains("internalName"));
-        assert!(VolumeHandle::new("a/b", "v").unwrap_err().to_string().contains("backend"));
+        assert!(
+            VolumeHandle::new("b", "")
+                .unwrap_err()
+                .to_string()
+                .contains("internalName")
+        );
+        assert!(
+            VolumeHandle::new("a/b", "v")
+                .unwrap_err()
+                .to_string()
+                .contains("backend")
+        );
     }
 
     #[test]

@@ -138,14 +138,38 @@ mod tests {
         let mut s = State::default();
         s.apply(1, &imported(true));
         let at = 5;
-        s.apply(2, &drift(DriftEvent::Missing { noticed_at: at, how: Noticed::Start }));
+        s.apply(
+            2,
+            &drift(DriftEvent::Missing {
+                noticed_at: at,
+                how: Noticed::Start,
+            }),
+        );
         assert_eq!(s.volumes["v1"].state, VolumeState::Missing);
-        s.apply(3, &drift(DriftEvent::Found { noticed_at: at, how: Noticed::Periodic }));
+        s.apply(
+            3,
+            &drift(DriftEvent::Found {
+                noticed_at: at,
+                how: Noticed::Periodic,
+            }),
+        );
         assert_eq!(s.volumes["v1"].state, VolumeState::Online);
         s.apply(4, &Event::volume("v1", VolumeEvent::DeleteRequested));
-        s.apply(5, &drift(DriftEvent::Missing { noticed_at: at, how: Noticed::Periodic }));
+        s.apply(
+            5,
+            &drift(DriftEvent::Missing {
+                noticed_at: at,
+                how: Noticed::Periodic,
+            }),
+        );
         assert_eq!(s.volumes["v1"].state, VolumeState::Deleting);
-        s.apply(6, &drift(DriftEvent::Found { noticed_at: at, how: Noticed::Periodic }));
+        s.apply(
+            6,
+            &drift(DriftEvent::Found {
+                noticed_at: at,
+                how: Noticed::Periodic,
+            }),
+        );
         assert_eq!(s.volumes["v1"].state, VolumeState::Deleting);
     }
 

@@ -84,6 +84,8 @@ pub struct VolumeView {
     pub state: VolumeState,
     /// The last delete failure, while deleting.
     pub last_error: Option<String>,
+    /// False for a volume imported with `--no-manage` (a delete forgets it).
+    pub managed: bool,
 }
 
 /// A snapshot of a volume.
@@ -192,6 +194,7 @@ impl State {
             orphaned: rec.orphaned,
             state: rec.state,
             last_error: rec.last_error().map(str::to_string),
+            managed: rec.managed(),
         })
     }
 

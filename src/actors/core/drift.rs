@@ -22,6 +22,25 @@ pub struct Orphans {
 }
 
 impl Core {
+    /// The sequence of the last event applied to the projection.
+    pub fn log_head(&self) -> u64 {
+        self.shared.projection.read(|s| s.head)
+    }
+
+    /// The volumes whose arrays no longer hold them (sorted).
+    pub fn missing_volumes(&self) -> Result<Vec<String>, CoreError> {
+        self.shared.ensure_readable()?;
+        let mut names: Vec<String> = self.shared.projection.read(|s| {
+            s.volumes
+                .iter()
+                .filter(|(_, v)| v.state == crate::projections::VolumeState::Missing)
+                .map(|(n, _)| n.to_string())
+                .collect()
+        });
+        names.sort();
+        Ok(names)
+    }
+
     /// Compares backend `name` with its array now and records what differs.
     pub async fn reconcile_backend(&self, name: &str) -> Result<DriftReport, CoreError> {
         let started = std::time::Instant::now();
@@ -36,9 +55,7 @@ impl Core {
                     how: Noticed::Requested,
                 })
                 .await
-                .map_err(|_| {
-                    CoreError::Unavailable(format!("backend {name} stopped; try again"))
-                })?
+                .map_err(|_| CoreError::Unavailable(format!("backend {name} stopped; try again")))?
         }
         .await;
         observe("reconcile_backend", started, &result);
@@ -55,7 +72,10 @@ impl Core {
             .read(|s| s.backends.keys().cloned().collect());
         let lists = names.iter().map(|name| async move {
             let listed = async {
-                let slot = self.shared.backend(name).ok_or_else(|| "not running".to_string())?;
+                let slot = self
+                    .shared
+                    .backend(name)
+                    .ok_or_else(|| "not running".to_string())?;
                 let driver = slot.status.usable_driver(name).map_err(|e| e.to_string())?;
                 let listed = driver.list_volumes().await.map_err(|e| e.to_string())?;
                 Ok::<_, String>(drift::orphans_of(&self.shared, name, &*driver, listed))

@@ -99,11 +99,12 @@ pub(super) async fn import(
         )));
     }
     if !shared.projection.read(|s| s.backends.contains_key(backend)) {
-        return Err(CoreError::NotFound(format!("backend {backend} was not found")));
+        return Err(CoreError::NotFound(format!(
+            "backend {backend} was not found"
+        )));
     }
-    let driver = driver(shared, backend).map_err(|e| {
-        driver_failure(e, format!("importing volume {}", req.handle.internal_name))
-    })?;
+    let driver = driver(shared, backend)
+        .map_err(|e| driver_failure(e, format!("importing volume {}", req.handle.internal_name)))?;
     if let Some(owner) = owners(shared, backend, &*driver).get(&req.handle.internal_name) {
         return Err(CoreError::AlreadyExists(format!(
             "volume {} of backend {backend} is already owned by storch volume {owner}",
@@ -157,7 +158,10 @@ pub(super) async fn import(
     };
     tracing::info!(volume = %name, %backend, internal = %info.internal_name, managed = req.managed, "importing a volume");
     shared
-        .append(&msg.ctx.request_id, vec![Event::volume(name, VolumeEvent::Drift(ev))])
+        .append(
+            &msg.ctx.request_id,
+            vec![Event::volume(name, VolumeEvent::Drift(ev))],
+        )
         .await?;
     Ok(true)
 }

@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tracing::Instrument;
 
+use super::drift::{CheckOnArray, ImportVolume};
 use super::error::CoreError;
 use super::messages::{
     CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, Reconcile, ResizeVolume,
 };
-use super::drift::{CheckOnArray, ImportVolume};
 use super::shared::{Shared, VolumeMessage, VolumeRecipients, retry_delay};
 use crate::projections::VolumeState;
 use create::{create_volume, reconcile_create};

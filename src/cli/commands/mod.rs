@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod bench;
 pub mod client;
+pub mod drift;
 pub mod events;
 pub mod explain;
 pub mod objects;
