@@ -4,6 +4,7 @@
 mod events;
 mod https;
 mod offline;
+mod drift;
 mod verbs;
 
 use std::io::{BufRead, BufReader, Write};
