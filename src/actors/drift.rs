@@ -34,9 +34,10 @@ use crate::events::Noticed;
 use crate::model::ImportRequest;
 use crate::projections::VolumeState;
 
-/// A difference in size below this, upwards, is the array's rounding (a size unit, a block),
-/// not a change: arrays round a requested size up, never down.
-pub(crate) const ROUNDING_ALLOWANCE: u64 = 1 << 20;
+/// A difference in size below this, upwards, is the array's rounding, not a change: arrays
+/// round a requested size up, never down (to a block, a KiB unit, or ONTAP's LUN geometry of
+/// 255 × 63 sectors, about 8 MB).
+pub(crate) const ROUNDING_ALLOWANCE: u64 = 16 << 20;
 
 /// Checks one volume against its array and records what differs. Answers the event recorded.
 #[derive(Message)]
@@ -367,6 +368,8 @@ mod tests {
     fn a_change_of_size_or_pool_is_a_suspect_but_rounding_is_not() {
         let k = [known("a", VolumeState::Online, G)];
         assert!(compare(&k, &[on_array("s_a", "p1", G + 8192)]).is_empty());
+        assert!(compare(&k, &[on_array("s_a", "p1", G + 255 * 63 * 512)]).is_empty());
+        assert_eq!(compare(&k, &[on_array("s_a", "p1", G + (16 << 20))]), ["a"]);
         assert_eq!(compare(&k, &[on_array("s_a", "p1", 2 * G)]), ["a"]);
         assert_eq!(compare(&k, &[on_array("s_a", "p1", G - 4096)]), ["a"]);
         assert_eq!(compare(&k, &[on_array("s_a", "p2", G)]), ["a"]);

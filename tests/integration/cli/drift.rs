@@ -59,7 +59,10 @@ fn missing_volumes_orphans_and_import_through_the_cli() {
     server.wait_ready();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let v = server.run(&["get", "volume", "v1", "-o", "json"]).ok().json();
+        let v = server
+            .run(&["get", "volume", "v1", "-o", "json"])
+            .ok()
+            .json();
         if v["items"][0]["state"] == "missing" {
             break;
         }
@@ -75,33 +78,62 @@ fn missing_volumes_orphans_and_import_through_the_cli() {
         "POOL",
         "STATE",
     ]);
-    let states: Vec<(&str, &str)> = rows.iter().map(|r| (r[0].as_str(), r[6].as_str())).collect();
+    let states: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[6].as_str()))
+        .collect();
     assert_eq!(states, [("v1", "missing"), ("v2", "online")]);
 
-    let orphans = server
-        .run(&["get", "orphans"])
-        .ok()
-        .table(&["BACKEND", "INTERNAL NAME", "POOL", "SIZE"]);
+    let orphans =
+        server
+            .run(&["get", "orphans"])
+            .ok()
+            .table(&["BACKEND", "INTERNAL NAME", "POOL", "SIZE"]);
     assert_eq!(orphans.len(), 1, "{orphans:?}");
     assert_eq!(orphans[0][..3], ["lab", "trident-stray", "fast"]);
 
     let imported = server
         .run(&[
-            "import", "volume", "lab", "trident-stray", "--name", "stray", "--class", "gold",
-            "--no-manage", "-o", "json",
+            "import",
+            "volume",
+            "lab",
+            "trident-stray",
+            "--name",
+            "stray",
+            "--class",
+            "gold",
+            "--no-manage",
+            "-o",
+            "json",
         ])
         .ok()
         .json();
     assert_eq!(imported["items"][0]["state"], "online");
     assert_eq!(imported["items"][0]["managed"], false);
     server
-        .run(&["import", "volume", "lab", "trident-v2", "--name", "again", "--class", "gold"])
+        .run(&[
+            "import",
+            "volume",
+            "lab",
+            "trident-v2",
+            "--name",
+            "again",
+            "--class",
+            "gold",
+        ])
         .fails_with("already owned by storch volume v2");
-    assert!(server.run(&["get", "orphans", "-o", "name"]).ok().stdout.is_empty());
+    assert!(
+        server
+            .run(&["get", "orphans", "-o", "name"])
+            .ok()
+            .stdout
+            .is_empty()
+    );
 
     let out = server.run(&["reconcile", "backend", "lab"]).ok();
     assert!(
-        out.stdout.starts_with("backend lab: 2 volumes on the array; missing: none"),
+        out.stdout
+            .starts_with("backend lab: 2 volumes on the array; missing: none"),
         "{}",
         out.stdout
     );
@@ -119,5 +151,8 @@ fn missing_volumes_orphans_and_import_through_the_cli() {
         metrics.contains("storch_backend_missing_volumes{backend=\"lab\"} 1"),
         "{metrics}"
     );
-    assert!(metrics.contains("storch_volumes{state=\"missing\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("storch_volumes{state=\"missing\"} 1"),
+        "{metrics}"
+    );
 }

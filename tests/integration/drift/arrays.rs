@@ -7,7 +7,9 @@ use std::path::Path;
 use serde_json::json;
 use storch::sim::ontap::SimOptions;
 
-use super::{Array, destroyed_while_stopped_is_missing_after_restart, found_again_and_resized_on_the_array};
+use super::{
+    Array, destroyed_while_stopped_is_missing_after_restart, found_again_and_resized_on_the_array,
+};
 use crate::support::ontap::{Api, backend as ontap_backend, sim_in};
 use crate::support::*;
 
@@ -43,10 +45,31 @@ async fn local_directories() {
     destroyed_while_stopped_is_missing_after_restart(local(dir.path())).await;
 }
 
+/// A local volume's directory removed by hand is missing; made again by hand, it is found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_directories_found_again_and_grown() {
+async fn local_directory_removed_and_made_again() {
     let dir = tempfile::tempdir().unwrap();
-    found_again_and_resized_on_the_array(local(dir.path())).await;
+    let array = local(dir.path());
+    let rt = super::start_core(&dir.path().join("core")).await;
+    let core = rt.core();
+    let backend = super::add_backend_and_class(&core, array.backend, array.class).await;
+    let v = super::add(&core, "home", array.size).await;
+    let path = v.config.access_information.local_path.clone();
+    std::fs::remove_dir_all(&path).unwrap();
+    let report = core.reconcile_backend(&backend).await.unwrap();
+    assert_eq!(report.missing, ["home"], "{report:?}");
+    std::fs::create_dir(&path).unwrap();
+    let report = core.reconcile_backend(&backend).await.unwrap();
+    assert_eq!(report.found, ["home"], "{report:?}");
+    assert_eq!(
+        super::state(&core, "home"),
+        storch::actors::VolumeState::Online
+    );
+    assert_eq!(
+        super::kinds(&core, "home").await[3..],
+        ["VolumeMissing", "VolumeFound"]
+    );
+    rt.shutdown().await;
 }
 
 async fn ontap(api: Api, driver: &str) {
@@ -126,7 +149,12 @@ async fn eseries() {
     let sim = EseriesSim::start(
         dir.path(),
         true,
-        &["--pools", "pool_ssd:ssd:64GiB", "--array-password", "array-secret-canary"],
+        &[
+            "--pools",
+            "pool_ssd:ssd:64GiB",
+            "--array-password",
+            "array-secret-canary",
+        ],
     );
     let array = Array {
         backend: crate::eseries::core::example(&sim),

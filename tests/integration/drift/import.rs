@@ -73,34 +73,95 @@ async fn orphans_are_listed_and_imported_once_with_refusals_naming_the_field() {
     );
     let import = s.url("/trident/v1/volume/import");
     for (body, status, says) in [
-        (import_body("st", "trident-legacy", "legacy", "slow", true), 400, "storageClass"),
-        (import_body("st", "trident-legacy", "legacy", "none", true), 400, "storageClass"),
-        (import_body("nope", "trident-legacy", "legacy", "c", true), 404, "backend nope"),
-        (import_body("st", "trident-nope", "legacy", "c", true), 404, "trident-nope"),
-        (import_body("st", "trident-owned", "legacy", "c", true), 409, "owned"),
-        (import_body("st", "trident-legacy", "", "c", true), 400, "name"),
-        (import_body("st", "trident-legacy", "owned", "c", true), 409, "owned"),
-        (json!({"volumeHandle": "st", "name": "x", "storageClass": "c"}), 400, "volumeHandle"),
-        (json!({"internalName": "x", "name": "x", "storageClass": "c"}), 400, "backend"),
+        (
+            import_body("st", "trident-legacy", "legacy", "slow", true),
+            400,
+            "storageClass",
+        ),
+        (
+            import_body("st", "trident-legacy", "legacy", "none", true),
+            400,
+            "storageClass",
+        ),
+        (
+            import_body("nope", "trident-legacy", "legacy", "c", true),
+            404,
+            "backend nope",
+        ),
+        (
+            import_body("st", "trident-nope", "legacy", "c", true),
+            404,
+            "trident-nope",
+        ),
+        (
+            import_body("st", "trident-owned", "legacy", "c", true),
+            409,
+            "owned",
+        ),
+        (
+            import_body("st", "trident-legacy", "", "c", true),
+            400,
+            "name",
+        ),
+        (
+            import_body("st", "trident-legacy", "owned", "c", true),
+            409,
+            "owned",
+        ),
+        (
+            json!({"volumeHandle": "st", "name": "x", "storageClass": "c"}),
+            400,
+            "volumeHandle",
+        ),
+        (
+            json!({"internalName": "x", "name": "x", "storageClass": "c"}),
+            400,
+            "backend",
+        ),
     ] {
         let a = post(&c, &import, body.clone()).await;
         assert_eq!(a.status, status, "{body}: {:?}", a.json);
         let error = a.json["error"].as_str().unwrap_or_default();
         assert!(error.contains(says), "{body}: {error}");
     }
-    assert!(core_volumes(&c, &s).await == ["owned"], "refusals changed nothing");
+    assert!(
+        core_volumes(&c, &s).await == ["owned"],
+        "refusals changed nothing"
+    );
 
-    let first = post(&c, &import, import_body("st", "trident-legacy", "legacy", "c", true)).await;
+    let first = post(
+        &c,
+        &import,
+        import_body("st", "trident-legacy", "legacy", "c", true),
+    )
+    .await;
     assert_eq!(first.status, 201, "{:?}", first.json);
     let v = &first.json["volume"];
     assert_eq!(v["state"], "online");
     assert_eq!(v["managed"], false);
-    assert_eq!((v["backend"].as_str(), v["pool"].as_str()), (Some("st"), Some("p1")));
+    assert_eq!(
+        (v["backend"].as_str(), v["pool"].as_str()),
+        (Some("st"), Some("p1"))
+    );
     assert_eq!(v["Config"]["size"], GIB.to_string());
     assert_eq!(v["Config"]["internalName"], "trident-legacy");
-    let again = post(&c, &import, import_body("st", "trident-legacy", "legacy", "c", true)).await;
-    assert_eq!((again.status, &again.json), (201, &first.json), "idempotent");
-    let other = post(&c, &import, import_body("st", "trident-legacy", "other", "c", true)).await;
+    let again = post(
+        &c,
+        &import,
+        import_body("st", "trident-legacy", "legacy", "c", true),
+    )
+    .await;
+    assert_eq!(
+        (again.status, &again.json),
+        (201, &first.json),
+        "idempotent"
+    );
+    let other = post(
+        &c,
+        &import,
+        import_body("st", "trident-legacy", "other", "c", true),
+    )
+    .await;
     assert_eq!(other.status, 409);
     assert!(other.json["error"].as_str().unwrap().contains("legacy"));
     let orphans = get(&c, &s.url("/trident/v1/orphan")).await;
@@ -109,14 +170,25 @@ async fn orphans_are_listed_and_imported_once_with_refusals_naming_the_field() {
     assert_eq!(kinds, ["VolumeImported"]);
 
     // Not managed: a delete forgets it and the array keeps it (an orphan again).
-    assert_eq!(delete(&c, &s.url("/trident/v1/volume/legacy")).await.status, 200);
+    assert_eq!(
+        delete(&c, &s.url("/trident/v1/volume/legacy")).await.status,
+        200
+    );
     let orphans = get(&c, &s.url("/trident/v1/orphan")).await;
     assert_eq!(orphans.json["orphans"][0]["internalName"], "trident-legacy");
     // Managed: a delete destroys it.
-    let managed = post(&c, &import, import_body("st", "trident-legacy", "mine", "c", false)).await;
+    let managed = post(
+        &c,
+        &import,
+        import_body("st", "trident-legacy", "mine", "c", false),
+    )
+    .await;
     assert_eq!(managed.status, 201, "{:?}", managed.json);
     assert!(managed.json["volume"].get("managed").is_none());
-    assert_eq!(delete(&c, &s.url("/trident/v1/volume/mine")).await.status, 200);
+    assert_eq!(
+        delete(&c, &s.url("/trident/v1/volume/mine")).await.status,
+        200
+    );
     let orphans = get(&c, &s.url("/trident/v1/orphan")).await;
     assert_eq!(orphans.json["orphans"], json!([]));
     s.stop().await;
@@ -145,8 +217,12 @@ async fn a_nexentastor_zvol_is_imported_by_its_volume_handle() {
     let rt = start_core(&dir.path().join("core")).await;
     let core = rt.core();
     let s = TestServer::start(rt, ServeOptions::default()).await;
-    add_backend_and_class(&core, nexenta_backend(&sim), json!({"backendType": "nexentastor-iscsi"}))
-        .await;
+    add_backend_and_class(
+        &core,
+        nexenta_backend(&sim),
+        json!({"backendType": "nexentastor-iscsi"}),
+    )
+    .await;
     let c = storch::net::client();
     let import = s.url("/trident/v1/volume/import");
     let wrong_pool = json!({"volumeHandle": "nx:tank/other/handmade", "name": "hm",
@@ -159,9 +235,19 @@ async fn a_nexentastor_zvol_is_imported_by_its_volume_handle() {
     assert_eq!(a.json["volume"]["pool"], "tank/csi");
     assert_eq!(a.json["volume"]["Config"]["size"], GIB.to_string());
     assert_eq!(post(&c, &import, body).await.json, a.json, "idempotent");
-    assert_eq!(delete(&c, &s.url("/trident/v1/volume/hm")).await.status, 200);
+    assert_eq!(
+        delete(&c, &s.url("/trident/v1/volume/hm")).await.status,
+        200
+    );
     let (st, _) = sim
-        .request("GET", &format!("/storage/volumes/{}", crate::support::nexentastor::esc("tank/csi/handmade")), None)
+        .request(
+            "GET",
+            &format!(
+                "/storage/volumes/{}",
+                crate::support::nexentastor::esc("tank/csi/handmade")
+            ),
+            None,
+        )
         .await;
     assert_eq!(st, 200, "an unmanaged volume stays on the appliance");
     s.stop().await;

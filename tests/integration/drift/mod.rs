@@ -29,8 +29,15 @@ pub(crate) async fn start_core(dir: &Path) -> CoreRuntime {
 }
 
 /// Adds `backend` and a class `c` with `attributes`; answers the backend's name.
-pub(crate) async fn add_backend_and_class(core: &Core, backend: Value, attributes: Value) -> String {
-    let name = core.add_backend(&ctx(), backend).await.expect("backend added");
+pub(crate) async fn add_backend_and_class(
+    core: &Core,
+    backend: Value,
+    attributes: Value,
+) -> String {
+    let name = core
+        .add_backend(&ctx(), backend)
+        .await
+        .expect("backend added");
     let class = json!({"name": "c", "attributes": attributes});
     core.add_storage_class(
         &ctx(),
@@ -117,7 +124,10 @@ pub(crate) async fn destroyed_while_stopped_is_missing_after_restart(array: Arra
     for n in names {
         views.push(add(&core, n, array.size).await);
     }
-    let internal: Vec<String> = views.iter().map(|v| v.config.internal_name.clone()).collect();
+    let internal: Vec<String> = views
+        .iter()
+        .map(|v| v.config.internal_name.clone())
+        .collect();
     let report = core.reconcile_backend(&backend).await.unwrap();
     assert!(
         report.missing.is_empty() && report.changed.is_empty() && report.orphans.is_empty(),
@@ -128,7 +138,11 @@ pub(crate) async fn destroyed_while_stopped_is_missing_after_restart(array: Arra
 
     match views[1].config.access_information.local_path.as_str() {
         // A local volume: its directory removed by hand.
-        "" => array.tool().destroy(&internal[1]).await.expect("destroyed on the array"),
+        "" => array
+            .tool()
+            .destroy(&internal[1])
+            .await
+            .expect("destroyed on the array"),
         dir => std::fs::remove_dir_all(dir).expect("the volume's directory removed"),
     }
 
@@ -138,10 +152,17 @@ pub(crate) async fn destroyed_while_stopped_is_missing_after_restart(array: Arra
     for n in ["d1", "d3", "d4"] {
         assert_eq!(state(&core, n), VolumeState::Online, "{n}");
     }
-    assert!(kinds(&core, "d2").await.contains(&"VolumeMissing".to_string()));
+    assert!(
+        kinds(&core, "d2")
+            .await
+            .contains(&"VolumeMissing".to_string())
+    );
     assert_eq!(core.stats().missing_by_backend.get(&backend), Some(&1));
     let again = core.reconcile_backend(&backend).await.unwrap();
-    assert!(again.missing.is_empty() && again.found.is_empty(), "{again:?}");
+    assert!(
+        again.missing.is_empty() && again.found.is_empty(),
+        "{again:?}"
+    );
     assert_eq!(state(&core, "d2"), VolumeState::Missing);
     // A missing volume cannot be resized or snapshotted; a delete just forgets it.
     assert!(resize_volume(&core, &ctx(), "d2", "2Gi").await.is_err());
@@ -175,11 +196,8 @@ pub(crate) async fn found_again_and_resized_on_the_array(array: Array) {
     assert_eq!(report.missing, ["back"], "{report:?}");
     assert_eq!(state(&core, "back"), VolumeState::Missing);
 
-    let mut again = storch::drivers::testing::req(
-        &v.config.internal_name,
-        &on_array.pool,
-        on_array.size_bytes,
-    );
+    let mut again =
+        storch::drivers::testing::req(&v.config.internal_name, &on_array.pool, on_array.size_bytes);
     again.config.size = on_array.size_bytes.to_string();
     tool.create(&again).await.expect("made again on the array");
     let size = tool
@@ -196,10 +214,22 @@ pub(crate) async fn found_again_and_resized_on_the_array(array: Array) {
     assert_eq!(report.changed, ["grown"], "{report:?}");
     assert_eq!(state(&core, "back"), VolumeState::Online);
     let view = core.get_volume("grown").unwrap();
-    let now = tool.get(&grown.config.internal_name).await.unwrap().unwrap();
+    let now = tool
+        .get(&grown.config.internal_name)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(view.config.size, now.size_bytes.to_string());
-    assert!(kinds(&core, "grown").await.contains(&"VolumeChangedOnArray".to_string()));
-    assert!(kinds(&core, "back").await.ends_with(&["VolumeFound".to_string()]));
+    assert!(
+        kinds(&core, "grown")
+            .await
+            .contains(&"VolumeChangedOnArray".to_string())
+    );
+    assert!(
+        kinds(&core, "back")
+            .await
+            .ends_with(&["VolumeFound".to_string()])
+    );
     rt.shutdown().await;
 }
 

@@ -2,6 +2,7 @@
 //! SolidFire and E-Series volumes through it (iSCSI PVs, CHAP Secrets), and the real binary
 //! against it.
 
+mod drift;
 mod e2e;
 mod eseries;
 mod fake_api;
