@@ -137,39 +137,22 @@ mod tests {
     fn missing_and_found_move_only_created_volumes() {
         let mut s = State::default();
         s.apply(1, &imported(true));
-        let at = 5;
-        s.apply(
-            2,
-            &drift(DriftEvent::Missing {
-                noticed_at: at,
-                how: Noticed::Start,
-            }),
-        );
+        let missing = drift(DriftEvent::Missing {
+            noticed_at: 5,
+            how: Noticed::Start,
+        });
+        let found = drift(DriftEvent::Found {
+            noticed_at: 6,
+            how: Noticed::Periodic,
+        });
+        s.apply(2, &missing);
         assert_eq!(s.volumes["v1"].state, VolumeState::Missing);
-        s.apply(
-            3,
-            &drift(DriftEvent::Found {
-                noticed_at: at,
-                how: Noticed::Periodic,
-            }),
-        );
+        s.apply(3, &found);
         assert_eq!(s.volumes["v1"].state, VolumeState::Online);
         s.apply(4, &Event::volume("v1", VolumeEvent::DeleteRequested));
-        s.apply(
-            5,
-            &drift(DriftEvent::Missing {
-                noticed_at: at,
-                how: Noticed::Periodic,
-            }),
-        );
+        s.apply(5, &missing);
         assert_eq!(s.volumes["v1"].state, VolumeState::Deleting);
-        s.apply(
-            6,
-            &drift(DriftEvent::Found {
-                noticed_at: at,
-                how: Noticed::Periodic,
-            }),
-        );
+        s.apply(6, &found);
         assert_eq!(s.volumes["v1"].state, VolumeState::Deleting);
     }
 
