@@ -23,7 +23,7 @@ async fn a_claim_whose_volume_went_missing_gets_a_warning() {
 
     std::fs::remove_dir_all(&path).unwrap();
     let report = env.core().reconcile_backend("local").await.unwrap();
-    assert_eq!(report.missing, [name.clone()]);
+    assert_eq!(report.missing, std::slice::from_ref(&name));
     let note = env
         .event("PersistentVolumeClaim/data", "VolumeMissing")
         .await;
