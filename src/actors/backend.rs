@@ -318,7 +318,20 @@ impl BackendActor {
                 let _ = drift::run(&shared, &name, &status, &lock, how, false).await;
             }
         };
-        ctx.spawn(run(self, Noticed::Start).into_actor(self));
+        // The comparison at start is retried (with backoff) until one completes: a listing
+        // that fails changes nothing, and the periodic one may be off.
+        let (shared, name) = (self.shared.clone(), self.name.clone());
+        let (status, lock) = (self.status.clone(), self.drift.clone());
+        let at_start = async move {
+            for attempt in 1..=10 {
+                let done = drift::run(&shared, &name, &status, &lock, Noticed::Start, true).await;
+                if done.is_ok() {
+                    return;
+                }
+                tokio::time::sleep(retry_delay(attempt)).await;
+            }
+        };
+        ctx.spawn(at_start.into_actor(self));
         let every = self.shared.opts.reconcile_interval;
         if !every.is_zero() {
             ctx.run_interval(every, move |act, ctx| {
