@@ -99,11 +99,10 @@ impl Pool {
     /// (a volume is never reported gone on a doubt).
     pub(super) fn on_disk(&self, name: &str, kind: Kind) -> bool {
         let path = self.path.join(VOLUMES_DIR).join(object_name(name, kind));
+        // Whatever is there now (even something planted in its place, which the volume's
+        // operations refuse) keeps it: only an absent entry is gone.
         match path.symlink_metadata() {
-            Ok(m) => match kind {
-                Kind::File => m.is_dir(),
-                Kind::Block => m.is_file(),
-            },
+            Ok(_) => true,
             Err(e) => e.kind() != io::ErrorKind::NotFound,
         }
     }
