@@ -423,8 +423,11 @@ impl Actor for BackendActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(1024);
-        if self.status.state() == BackendState::Initializing {
-            self.initialise(ctx);
+        match self.status.state() {
+            BackendState::Initializing => self.initialise(ctx),
+            // Added or updated over the API just now: compared with its array from now on.
+            BackendState::Online => self.start_drift(ctx),
+            _ => {}
         }
     }
 }
