@@ -150,6 +150,8 @@ pub struct Stats {
     pub volumes_by_state: BTreeMap<&'static str, u64>,
     pub pools: Vec<PoolStats>,
     pub backends: Vec<BackendStats>,
+    /// Every recorded backend → its volumes missing from its array.
+    pub missing_by_backend: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -327,13 +329,19 @@ impl Core {
         let backends = read(&self.shared.backends).clone();
         self.shared.projection.read(|s| {
             let mut used: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+            let mut missing: BTreeMap<&str, u64> = BTreeMap::new();
             for v in s.volumes.values() {
                 *stats.volumes_by_state.entry(v.state.as_str()).or_default() += 1;
+                if v.state == VolumeState::Missing {
+                    *missing.entry(v.backend()).or_default() += 1;
+                }
                 if v.state != VolumeState::Creating {
                     *used.entry((v.backend(), v.pool())).or_default() += v.size_bytes;
                 }
             }
             for (name, rec) in &s.backends {
+                let n = missing.get(name.as_str()).copied().unwrap_or(0);
+                stats.missing_by_backend.insert(name.clone(), n);
                 let slot = backends.get(name);
                 let state = match slot.map(|s| s.status.state()) {
                     _ if !rec.online => BackendState::Offline,

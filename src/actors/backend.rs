@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
+use super::drift::{self, DriftReport, ReconcileBackend};
 use super::error::{CoreError, RequestCtx};
 use super::messages::{DeleteBackend, PreparedBackend, StopBackend, UpdateBackend};
 use super::shared::{BackendSlot, BackendStatus, Shared, retry_delay, write};
 use crate::drivers::{DriverError, LimitedDriver, StorageDriver, limit};
-use crate::events::{BackendEvent, Event, VolumeEvent};
+use crate::events::{BackendEvent, Event, Noticed, VolumeEvent};
 use crate::projections::{BackendState, VolumeState};
 
 pub(crate) struct BackendActor {
@@ -22,6 +23,8 @@ pub(crate) struct BackendActor {
     init_attempts: u32,
     /// The topology of the config just built from the log, to record once discovered.
     topology: Option<Vec<crate::model::Segment>>,
+    /// One drift reconciliation of this backend at a time.
+    drift: super::drift::DriftLock,
 }
 
 /// Where a backend actor gets its driver.
@@ -55,12 +58,14 @@ pub(crate) fn start(shared: &Arc<Shared>, name: &str, source: DriverSource) {
         shared: shared.clone(),
         init_attempts: 0,
         topology: None,
+        drift: Default::default(),
     };
     let addr = actix::Actor::start_in_arbiter(&shared.arbiter, move |_| actor);
     let slot = BackendSlot {
         update: addr.clone().recipient(),
         delete: addr.clone().recipient(),
-        stop: addr.recipient(),
+        stop: addr.clone().recipient(),
+        reconcile: addr.recipient(),
         status,
     };
     write(&shared.backends).insert(name.to_string(), slot);
@@ -327,6 +332,16 @@ impl Handler<DeleteBackend> for BackendActor {
     }
 }
 
+impl Handler<ReconcileBackend> for BackendActor {
+    type Result = ResponseFuture<Result<DriftReport, CoreError>>;
+
+    fn handle(&mut self, msg: ReconcileBackend, _ctx: &mut Self::Context) -> Self::Result {
+        let (shared, name) = (self.shared.clone(), self.name.clone());
+        let (status, lock) = (self.status.clone(), self.drift.clone());
+        Box::pin(async move { drift::run(&shared, &name, &status, &lock, msg.how, true).await })
+    }
+}
+
 impl Handler<StopBackend> for BackendActor {
     type Result = ();
 
@@ -336,6 +351,38 @@ impl Handler<StopBackend> for BackendActor {
 }
 
 impl BackendActor {
+    /// Compares the backend with its array now (its start), then every `reconcile_interval`.
+    fn start_drift(&mut self, ctx: &mut Context<Self>) {
+        let run = |act: &mut Self, how| {
+            let (shared, name) = (act.shared.clone(), act.name.clone());
+            let (status, lock) = (act.status.clone(), act.drift.clone());
+            async move {
+                // A run already under way (or asked for) covers this one.
+                let _ = drift::run(&shared, &name, &status, &lock, how, false).await;
+            }
+        };
+        // The comparison at start is retried (with backoff) until one completes: a listing
+        // that fails changes nothing, and the periodic one may be off.
+        let (shared, name) = (self.shared.clone(), self.name.clone());
+        let (status, lock) = (self.status.clone(), self.drift.clone());
+        let at_start = async move {
+            for attempt in 1..=10 {
+                let done = drift::run(&shared, &name, &status, &lock, Noticed::Start, true).await;
+                if done.is_ok() {
+                    return;
+                }
+                tokio::time::sleep(retry_delay(attempt)).await;
+            }
+        };
+        ctx.spawn(at_start.into_actor(self));
+        let every = self.shared.opts.reconcile_interval;
+        if !every.is_zero() {
+            ctx.run_interval(every, move |act, ctx| {
+                ctx.spawn(run(act, Noticed::Periodic).into_actor(act));
+            });
+        }
+    }
+
     /// Shows the backend failed and tries again later (exponential backoff).
     fn retry_init(&mut self, ctx: &mut Context<Self>, e: DriverError) {
         self.init_attempts += 1;
@@ -373,7 +420,6 @@ impl BackendActor {
             if let Some(segments) = topology {
                 record_topology(&shared, &name, segments).await;
             }
-            report_unknown_volumes(&shared, &name, &*driver).await;
             Ok::<_, DriverError>(())
         };
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| match res {
@@ -390,6 +436,7 @@ impl BackendActor {
                     BackendState::Offline
                 });
                 tracing::info!(backend = %act.name, "backend initialised");
+                act.start_drift(ctx);
                 let shared = act.shared.clone();
                 ctx.spawn(async move { super::class::rematch_all(&shared).await }.into_actor(act));
             }
@@ -433,46 +480,16 @@ async fn record_topology(shared: &Shared, name: &str, segments: Vec<crate::model
     }
 }
 
-/// Logs array volumes of this backend that the log does not know (orphans). They are never
-/// deleted automatically: an operator decides.
-async fn report_unknown_volumes(shared: &Shared, name: &str, driver: &dyn StorageDriver) {
-    let Ok(on_array) = driver.list_volumes().await else {
-        return;
-    };
-    let known: std::collections::HashSet<String> = shared.projection.read(|s| {
-        s.volumes
-            .iter()
-            .filter(|(_, v)| {
-                v.backend() == name || v.candidates().iter().any(|p| p.backend == name)
-            })
-            .map(|(vol, v)| {
-                let internal = v.config().internal_name;
-                if internal.is_empty() {
-                    driver.internal_name(vol)
-                } else {
-                    internal
-                }
-            })
-            .collect()
-    });
-    let unknown: Vec<&str> = on_array
-        .iter()
-        .map(|v| v.internal_name.as_str())
-        .filter(|n| !known.contains(*n))
-        .collect();
-    if !unknown.is_empty() {
-        tracing::warn!(backend = %name, count = unknown.len(), volumes = ?unknown,
-            "the array holds volumes the event log does not know");
-    }
-}
-
 impl Actor for BackendActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(1024);
-        if self.status.state() == BackendState::Initializing {
-            self.initialise(ctx);
+        match self.status.state() {
+            BackendState::Initializing => self.initialise(ctx),
+            // Added or updated over the API just now: compared with its array from now on.
+            BackendState::Online => self.start_drift(ctx),
+            _ => {}
         }
     }
 }

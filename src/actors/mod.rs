@@ -9,6 +9,7 @@
 //! - `backend`: one actor per backend (driver init with retries; add, update, delete).
 //! - `class`: one actor per storage class (matched pools).
 //! - `volume/`: virtual volume actors (create, delete, snapshots, resize, reconcile).
+//! - `drift`: comparing each backend with its array (missing volumes, changes, orphans).
 //! - `declared`: declarative config (apply a declaration of backends and classes).
 //! - `audit`: events, follow, health, stats; the log's commit sink.
 //! - `runtime`: start-up, reconciliation of pending work, shutdown.
@@ -20,6 +21,7 @@ mod backend;
 mod class;
 mod core;
 mod declared;
+mod drift;
 mod error;
 mod messages;
 mod options;
@@ -30,13 +32,14 @@ mod shared;
 mod standby;
 mod volume;
 
-pub use self::core::{Core, PublishRequest, UnpublishNode};
+pub use self::core::{Core, Orphans, PublishRequest, UnpublishNode};
 pub use crate::projections::{
     BackendState, BackendView, Explanation, PoolExplanation, PoolView, SnapshotView,
     StorageClassView, VolumeState, VolumeView,
 };
 pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats};
 pub use declared::{ApplyReport, Declared};
+pub use drift::{DriftReport, Orphan};
 pub use error::{CoreError, RequestCtx};
 pub use options::CoreOptions;
 pub use placement::OUTSIDE_TOPOLOGY;

@@ -17,6 +17,9 @@ pub struct CoreOptions {
     /// The key that seals secrets in the log; `None`: `data_dir/secret.key`, created if
     /// missing.
     pub secrets_key: Option<std::path::PathBuf>,
+    /// Compare every backend with its array this often (missing volumes, changes, orphans);
+    /// zero: only at a backend's start and on request.
+    pub reconcile_interval: std::time::Duration,
 }
 
 impl Default for CoreOptions {
@@ -28,6 +31,7 @@ impl Default for CoreOptions {
             checkpoint_every: 10_000,
             replication: None,
             secrets_key: None,
+            reconcile_interval: std::time::Duration::from_secs(600),
         }
     }
 }

@@ -171,7 +171,7 @@ async fn boot(shared: Arc<Shared>) {
             .volumes
             .iter()
             .filter(|(_, v)| {
-                v.state != VolumeState::Online
+                !matches!(v.state, VolumeState::Online | VolumeState::Missing)
                     || v.snapshots().values().any(|s| s.created_ms.is_none())
             })
             .map(|(n, _)| n.to_string())

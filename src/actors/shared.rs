@@ -96,6 +96,7 @@ pub(crate) struct BackendSlot {
     pub update: Recipient<UpdateBackend>,
     pub delete: Recipient<DeleteBackend>,
     pub stop: Recipient<StopBackend>,
+    pub reconcile: Recipient<super::drift::ReconcileBackend>,
     pub status: Arc<BackendStatus>,
 }
 
@@ -117,6 +118,8 @@ pub(crate) struct VolumeRecipients {
     pub resize: Recipient<ResizeVolume>,
     pub publish: Recipient<PublishVolume>,
     pub unpublish: Recipient<UnpublishVolume>,
+    pub check_on_array: Recipient<super::drift::CheckOnArray>,
+    pub import: Recipient<super::drift::ImportVolume>,
 }
 
 impl VolumeRecipients {
@@ -153,6 +156,8 @@ volume_message!(DeleteSnapshot, delete_snapshot);
 volume_message!(ResizeVolume, resize);
 volume_message!(PublishVolume, publish);
 volume_message!(UnpublishVolume, unpublish);
+volume_message!(super::drift::CheckOnArray, check_on_array);
+volume_message!(super::drift::ImportVolume, import);
 
 pub(crate) struct Shared {
     pub opts: CoreOptions,

@@ -146,7 +146,7 @@ pub struct VolumeExternal {
     pub backend: String,
     pub pool: String,
     pub orphaned: bool,
-    /// storch: `creating`, `online` or `deleting`.
+    /// storch: `creating`, `online`, `deleting` or `missing` (its array no longer holds it).
     #[schema(value_type = String)]
     pub state: &'static str,
     #[serde(rename = "lastError", skip_serializing_if = "Option::is_none")]
@@ -155,6 +155,13 @@ pub struct VolumeExternal {
     /// absent when none.
     #[serde(rename = "publishedNodes", skip_serializing_if = "Vec::is_empty")]
     pub published_nodes: Vec<String>,
+    /// storch: present (false) for a volume imported with `noManage` (a delete forgets it).
+    #[serde(skip_serializing_if = "is_true")]
+    pub managed: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Trident's `StorageClassExternal` (capital `Config`).
@@ -400,6 +407,7 @@ impl From<VolumeView> for VolumeExternal {
             state: v.state.as_str(),
             last_error: v.last_error,
             published_nodes: v.published.into_keys().collect(),
+            managed: v.managed,
         }
     }
 }
@@ -541,6 +549,7 @@ mod tests {
             last_error: None,
             published: BTreeMap::new(),
             topology: Vec::new(),
+            managed: true,
         };
         let out = serde_json::to_value(VolumeResponse {
             volume: view.into(),
@@ -576,6 +585,7 @@ mod tests {
             last_error: Some("array busy".into()),
             published: BTreeMap::new(),
             topology: Vec::new(),
+            managed: true,
         };
         let out = serde_json::to_value(VolumeExternal::from(view)).unwrap();
         assert_eq!(out["state"], "deleting");
@@ -708,5 +718,92 @@ mod tests {
         };
         assert_eq!(serde_json::to_value(ok).unwrap(), json!({"status": "ok"}));
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+    }
+}
+
+/// `POST /volume/import` body: the array volume (`backend` and `internalName`, or a
+/// `volumeHandle` `BACKEND:POOL/VOLUME`), the storch name and class it gets.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImportVolumeRequest {
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub internal_name: String,
+    /// Instead of `backend` and `internalName`: `BACKEND:VOLUME` or `BACKEND:POOL/VOLUME`
+    /// (the NexentaStor seed's `configName:pool/volumeGroup/volume`).
+    #[serde(default)]
+    pub volume_handle: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub storage_class: String,
+    /// Track the volume without ever destroying it: a delete forgets it.
+    #[serde(default)]
+    pub no_manage: bool,
+}
+
+/// An array volume no storch volume claims.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrphanExternal {
+    pub backend: String,
+    pub internal_name: String,
+    pub pool: String,
+    /// Bytes.
+    pub size: String,
+}
+
+/// `GET /orphan`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OrphanListResponse {
+    pub orphans: Vec<OrphanExternal>,
+    /// Backends that could not be listed now → why.
+    pub unlisted: BTreeMap<String, String>,
+}
+
+/// `POST /backend/{backend}/reconcile`: what the comparison with the array found.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileReport {
+    pub backend: String,
+    /// Volumes the array listed.
+    pub listed: usize,
+    /// Volumes looked up one by one (suspects of the listing).
+    pub checked: usize,
+    pub missing: Vec<String>,
+    pub found: Vec<String>,
+    pub changed: Vec<String>,
+    pub orphans: Vec<OrphanExternal>,
+}
+
+/// `POST /backend/{backend}/reconcile`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReconcileResponse {
+    pub reconcile: ReconcileReport,
+}
+
+impl From<crate::actors::Orphan> for OrphanExternal {
+    fn from(o: crate::actors::Orphan) -> Self {
+        OrphanExternal {
+            backend: o.backend,
+            internal_name: o.internal_name,
+            pool: o.pool,
+            size: o.size_bytes.to_string(),
+        }
+    }
+}
+
+impl From<crate::actors::DriftReport> for ReconcileReport {
+    fn from(r: crate::actors::DriftReport) -> Self {
+        ReconcileReport {
+            backend: r.backend,
+            listed: r.listed,
+            checked: r.checked,
+            missing: r.missing,
+            found: r.found,
+            changed: r.changed,
+            orphans: r.orphans.into_iter().map(Into::into).collect(),
+        }
     }
 }

@@ -46,6 +46,9 @@ pub enum Op {
     Readyz,
     Metrics,
     OpenApi,
+    ListOrphans,
+    ImportVolume,
+    ReconcileBackend,
     /// No route matched: an unknown path, or a known path with the wrong method.
     NoRoute,
 }
@@ -80,6 +83,9 @@ impl Op {
             Op::Readyz => "readyz",
             Op::Metrics => "metrics",
             Op::OpenApi => "openapi",
+            Op::ListOrphans => "list_orphans",
+            Op::ImportVolume => "import_volume",
+            Op::ReconcileBackend => "reconcile_backend",
             Op::NoRoute => "no_route",
         }
     }
@@ -137,6 +143,11 @@ impl Op {
             }
             ["trident", "v1", "snapshot"] if get => Op::ListSnapshots,
             ["trident", "v1", "events"] if get => Op::ListEvents,
+            ["trident", "v1", "orphan"] if get => Op::ListOrphans,
+            ["trident", "v1", "volume", "import"] if post => Op::ImportVolume,
+            ["trident", "v1", "backend", name, "reconcile"] if !name.is_empty() && post => {
+                Op::ReconcileBackend
+            }
             ["livez"] if get => Op::Livez,
             ["readyz"] if get => Op::Readyz,
             ["metrics"] if get => Op::Metrics,
@@ -161,7 +172,9 @@ impl Op {
             }
             Op::AddStorageClass => Some(("storageClass", Value::from(""))),
             Op::GetBackend => Some(("backend", Value::Null)),
-            Op::GetVolume | Op::ResizeVolume => Some(("volume", Value::Null)),
+            Op::GetVolume | Op::ResizeVolume | Op::ImportVolume => Some(("volume", Value::Null)),
+            Op::ListOrphans => Some(("orphans", Value::Array(Vec::new()))),
+            Op::ReconcileBackend => Some(("reconcile", Value::Null)),
             Op::CreateSnapshot | Op::GetSnapshot => Some(("snapshot", Value::Null)),
             Op::ListVolumeSnapshots | Op::ListSnapshots => {
                 Some(("snapshots", Value::Array(Vec::new())))

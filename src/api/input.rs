@@ -156,6 +156,40 @@ pub fn parse_resize(volume: &str, body: &[u8]) -> Result<ResizeRequest, InputErr
     Ok(ResizeRequest::parse(volume, &req.size)?)
 }
 
+/// Parses a POST volume/import body: the array volume by `backend` and `internalName` or by
+/// `volumeHandle` (not both), the storch `name` and `storageClass`, and `noManage`.
+pub fn parse_import(body: &[u8]) -> Result<crate::model::ImportRequest, InputError> {
+    let req: crate::api::dto::ImportVolumeRequest = from_json(body)?;
+    let handle = match (req.volume_handle.is_empty(), req.backend.is_empty()) {
+        (false, true) if req.internal_name.is_empty() => {
+            crate::model::VolumeHandle::parse(&req.volume_handle)?
+        }
+        (false, _) => {
+            return Err(InputError::Model(
+                "volumeHandle: give either volumeHandle or backend and internalName, not both"
+                    .to_string(),
+            ));
+        }
+        (true, true) => return Err(InputError::Mandatory("backend")),
+        (true, false) if req.internal_name.is_empty() => {
+            return Err(InputError::Mandatory("internalName"));
+        }
+        (true, false) => crate::model::VolumeHandle::new(&req.backend, &req.internal_name)?,
+    };
+    if req.name.is_empty() {
+        return Err(InputError::Mandatory("name"));
+    }
+    if req.storage_class.is_empty() {
+        return Err(InputError::Mandatory("storageClass"));
+    }
+    Ok(crate::model::ImportRequest::parse(
+        handle,
+        &req.name,
+        &req.storage_class,
+        !req.no_manage,
+    )?)
+}
+
 /// The query of `GET /storageclass/{storageClass}/explain`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExplainQuery {

@@ -13,7 +13,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::dto;
-use super::handlers::{backend, events, health, snapshot, storage_class, volume};
+use super::handlers::{backend, drift, events, health, snapshot, storage_class, volume};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -51,6 +51,9 @@ use super::handlers::{backend, events, health, snapshot, storage_class, volume};
         storage_class::delete,
         storage_class::explain,
         events::list,
+        drift::orphans,
+        drift::import,
+        drift::reconcile,
         health::livez,
         health::readyz,
         health::metrics,

@@ -129,7 +129,7 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
 /// Backend states always shown (0 when none), so dashboards have every series.
 const BACKEND_STATES: [&str; 4] = ["initializing", "online", "offline", "failed"];
 /// Volume states always shown.
-const VOLUME_STATES: [&str; 3] = ["creating", "online", "deleting"];
+const VOLUME_STATES: [&str; 4] = ["creating", "online", "deleting", "missing"];
 
 fn render_gauges(core: &Core, out: &mut String) {
     let stats = core.stats();
@@ -169,6 +169,20 @@ fn render_gauges(core: &Core, out: &mut String) {
         if !VOLUME_STATES.contains(state) {
             sample(out, "storch_volumes", &[("state", state)], *n);
         }
+    }
+
+    header(
+        out,
+        "storch_backend_missing_volumes",
+        "Volumes of a backend that its array no longer holds (drift reconciliation).",
+    );
+    for (backend, n) in &stats.missing_by_backend {
+        sample(
+            out,
+            "storch_backend_missing_volumes",
+            &[("backend", backend.as_str())],
+            *n,
+        );
     }
 
     header(

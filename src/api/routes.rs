@@ -8,7 +8,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 
 use super::AppState;
 use super::error::Op;
-use super::handlers::{self, backend, events, health, snapshot, storage_class, volume};
+use super::handlers::{self, backend, drift, events, health, snapshot, storage_class, volume};
 
 /// One method on one path.
 pub(crate) struct RouteDef {
@@ -162,6 +162,24 @@ pub(crate) fn table() -> Vec<RouteDef> {
             storage_class::explain,
         ),
         route(M::GET, "/trident/v1/events", Op::ListEvents, events::list),
+        route(
+            M::GET,
+            "/trident/v1/orphan",
+            Op::ListOrphans,
+            drift::orphans,
+        ),
+        route(
+            M::POST,
+            "/trident/v1/volume/import",
+            Op::ImportVolume,
+            drift::import,
+        ),
+        route(
+            M::POST,
+            "/trident/v1/backend/{backend}/reconcile",
+            Op::ReconcileBackend,
+            drift::reconcile,
+        ),
         route(M::GET, "/livez", Op::Livez, health::livez),
         route(M::GET, "/readyz", Op::Readyz, health::readyz),
         route(M::GET, "/metrics", Op::Metrics, health::metrics),

@@ -41,6 +41,12 @@ pub enum Command {
     /// Grow a volume.
     #[command(subcommand)]
     Resize(ResizeKind),
+    /// Adopt a volume that is on an array but not in storch (see `get orphans`).
+    #[command(subcommand)]
+    Import(super::client_args::ImportKind),
+    /// Compare a backend's volumes with its array now.
+    #[command(subcommand)]
+    Reconcile(super::client_args::ReconcileKind),
     /// Explain where a volume of a storage class could be placed, pool by pool.
     #[command(subcommand)]
     Explain(ExplainKind),
@@ -111,6 +117,12 @@ pub struct ServeArgs {
     /// through etcd must share it (e.g. `head -c 32 /dev/urandom > FILE`, mounted in each).
     #[arg(long, env = "STORCH_SECRETS_KEY_FILE", value_name = "FILE")]
     pub secrets_key_file: Option<PathBuf>,
+
+    /// Compare every backend's volumes with its array this often (volumes missing from it,
+    /// resized or moved behind storch's back, orphans), besides at each backend's start
+    /// [default: 10m]; 0 turns the periodic comparison off.
+    #[arg(long, env = "STORCH_RECONCILE_INTERVAL", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub reconcile_interval: Option<std::time::Duration>,
 
     #[command(flatten)]
     pub kube: KubeArgs,

@@ -162,6 +162,44 @@ pub enum GetKind {
         #[arg(value_name = "BACKEND")]
         backends: Vec<String>,
     },
+    /// Show the volumes the arrays hold under storch's names that no storch volume claims
+    /// (listed from every backend now); `import volume` adopts one.
+    #[command(visible_aliases = ["orphans"])]
+    Orphan,
+}
+
+/// `import volume BACKEND INTERNAL_NAME | BACKEND:POOL/VOLUME --name N --class C`
+#[derive(Debug, Clone, Subcommand)]
+pub enum ImportKind {
+    /// Adopt an array volume under a storch name and storage class.
+    #[command(visible_aliases = ["v", "volumes"])]
+    Volume {
+        /// The backend, or a volume handle BACKEND:VOLUME / BACKEND:POOL/VOLUME (the
+        /// NexentaStor seed's configName:pool/volumeGroup/volume) without INTERNAL_NAME.
+        #[arg(value_name = "BACKEND")]
+        backend: String,
+        /// The volume's name on the array.
+        #[arg(value_name = "INTERNAL_NAME")]
+        internal_name: Option<String>,
+        /// The storch volume name it gets.
+        #[arg(long)]
+        name: String,
+        /// The storage class it belongs to (it must match the volume's pool).
+        #[arg(long)]
+        class: String,
+        /// Track it without ever destroying it: a delete forgets it, the array keeps it.
+        #[arg(long)]
+        no_manage: bool,
+    },
+}
+
+/// `reconcile backend NAME`
+#[derive(Debug, Clone, Subcommand)]
+pub enum ReconcileKind {
+    /// Compare a backend's volumes with its array now: volumes missing from it, changed on
+    /// it, and orphans.
+    #[command(visible_aliases = ["b", "backends"])]
+    Backend { name: String },
 }
 
 /// `delete KIND NAME… | --all`

@@ -111,6 +111,8 @@ pub enum Kind {
     Snapshot,
     /// A backend's pool, as the backend shows it plus `backend` (`get pool`).
     Pool,
+    /// An array volume no storch volume claims (`get orphans`).
+    Orphan,
 }
 
 impl Kind {
@@ -119,6 +121,11 @@ impl Kind {
         match self {
             Kind::Backend => text(item, &["name"]),
             Kind::StorageClass | Kind::Volume => text(item, &["Config", "name"]),
+            Kind::Orphan => format!(
+                "{}/{}",
+                text(item, &["backend"]),
+                text(item, &["internalName"])
+            ),
             Kind::Snapshot | Kind::Pool => {
                 let owner = if self == Kind::Snapshot {
                     "volume"
@@ -137,6 +144,7 @@ impl Kind {
             Kind::Volume => volume_table(items, wide),
             Kind::Snapshot => snapshot_table(items),
             Kind::Pool => pool_table(items, wide),
+            Kind::Orphan => orphan_table(items),
         }
     }
 
@@ -249,6 +257,19 @@ fn volume_table(items: &[Value], wide: bool) -> Table {
         } else {
             table.row([name, size, class, protocol, backend, pool, state]);
         }
+    }
+    table
+}
+
+fn orphan_table(items: &[Value]) -> Table {
+    let mut table = Table::new(["BACKEND", "INTERNAL NAME", "POOL", "SIZE"]);
+    for o in items {
+        table.row([
+            text(o, &["backend"]),
+            text(o, &["internalName"]),
+            text(o, &["pool"]),
+            human_size(&text(o, &["size"])),
+        ]);
     }
     table
 }

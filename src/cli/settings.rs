@@ -39,6 +39,8 @@ pub struct ServeSettings {
     pub secrets_key_file: Option<PathBuf>,
     /// The CSI frontend, when an endpoint is given.
     pub csi: Option<crate::csi::CsiOptions>,
+    /// `--reconcile-interval`, when given (zero: off).
+    pub reconcile_interval: Option<std::time::Duration>,
 }
 
 /// Why the arguments were refused.
@@ -171,6 +173,7 @@ impl ServeArgs {
             replication,
             secrets_key_file: self.secrets_key_file,
             csi,
+            reconcile_interval: self.reconcile_interval,
         })
     }
 }
@@ -279,6 +282,9 @@ impl ServeSettings {
         CoreOptions {
             data_dir: self.data_dir.clone(),
             secrets_key: self.secrets_key_file.clone(),
+            reconcile_interval: self
+                .reconcile_interval
+                .unwrap_or(CoreOptions::default().reconcile_interval),
             ..CoreOptions::default()
         }
     }
@@ -303,6 +309,7 @@ mod tests {
             etcd: Default::default(),
             csi: Default::default(),
             secrets_key_file: None,
+            reconcile_interval: None,
         }
     }
 

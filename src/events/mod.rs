@@ -4,6 +4,10 @@
 //! Encoding: bincode 2 native (`config::standard()`), schema version [`SCHEMA_VERSION`].
 //! Older schema versions are upcast in [`decode`]; `migrations/` keeps a frozen log per version.
 
+mod drift;
+
+pub use drift::{DriftEvent, Noticed};
+
 use crate::model::{
     AccessInfo, PoolInfo, PoolRef, Protocol, Publication, Sealed, Segment, StorageClassConfig,
     VolumeConfig,
@@ -143,6 +147,8 @@ pub enum VolumeEvent {
     Unpublished {
         node_id: String,
     },
+    /// Reconciliation with the array, and import (see [`DriftEvent`]).
+    Drift(DriftEvent),
 }
 
 /// An event of any stream, with the stream's object name.
@@ -221,6 +227,7 @@ impl Event {
                 VolumeEvent::Resized { .. } => "VolumeResized",
                 VolumeEvent::Published { .. } => "VolumePublished",
                 VolumeEvent::Unpublished { .. } => "VolumeUnpublished",
+                VolumeEvent::Drift(d) => d.kind(),
             },
         }
     }
@@ -347,6 +354,7 @@ impl Event {
                 VolumeEvent::Unpublished { node_id } => {
                     format!("volume {name} unpublished from {node_id}")
                 }
+                VolumeEvent::Drift(d) => d.summary(name),
             },
         }
     }

@@ -205,6 +205,8 @@ async fn provision(
         VolumeState::Online => {}
         // A create in flight (e.g. resumed at boot) or a delete: look again soon.
         VolumeState::Creating | VolumeState::Deleting => return Ok(Action::requeue(IN_FLIGHT)),
+        // Its array lost it: no PV for it until it is back (the drift task warns on the claim).
+        VolumeState::Missing => return Ok(Action::requeue(RESYNC)),
     }
     let backend = ctx.core.get_backend(&volume.backend)?;
     let provisioned = translate::Provisioned {

@@ -15,6 +15,7 @@
 pub mod block;
 mod claims;
 mod classes;
+mod drift;
 mod lease;
 mod roles;
 pub mod translate;
@@ -397,7 +398,8 @@ async fn run_controllers(
     };
     tokio::join!(
         claims::run(ctx.clone(), class_changes, until(quit.clone())),
-        volumes::run(ctx.clone(), until(quit)),
+        volumes::run(ctx.clone(), until(quit.clone())),
+        drift::run(ctx.clone(), until(quit)),
     );
 }
 

@@ -6,6 +6,7 @@
 //! `skip_serializing_if` through serde).
 
 pub mod attributes;
+pub mod handle;
 pub mod publication;
 pub mod request;
 pub mod size;
@@ -14,6 +15,7 @@ pub mod topology;
 pub mod volume;
 
 pub use attributes::{AttrType, Offer, Request, json_kind};
+pub use handle::{ImportRequest, VolumeHandle};
 pub use publication::Publication;
 pub use request::{
     RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,

@@ -35,6 +35,9 @@ pub enum RequestError {
     /// Access mode and protocol that cannot go together.
     #[error("{0}")]
     Incompatible(String),
+    /// A volume handle or internal name (import) that names no array volume.
+    #[error("{0}")]
+    Handle(String),
 }
 
 /// A size as a request gives it: it must parse (integers with Trident's suffixes) and be above

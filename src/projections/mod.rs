@@ -19,6 +19,7 @@ use crate::model::{
 };
 
 mod config_codec;
+mod drift;
 mod replay;
 mod state_codec;
 mod views;
@@ -37,6 +38,10 @@ pub enum VolumeState {
     Online,
     /// Delete requested; retried with backoff until the array confirms.
     Deleting,
+    // Variants are only ever appended (bincode encodes the variant index in checkpoints).
+    /// Created, but its array no longer holds it (noticed by reconciliation); back to
+    /// `Online` when it reappears. Nothing deletes it on that basis.
+    Missing,
 }
 
 impl VolumeState {
@@ -45,6 +50,7 @@ impl VolumeState {
             VolumeState::Creating => "creating",
             VolumeState::Online => "online",
             VolumeState::Deleting => "deleting",
+            VolumeState::Missing => "missing",
         }
     }
 }
@@ -102,6 +108,8 @@ struct VolumeExtra {
     delete_attempts: u32,
     /// The hosts it is published to, by node id.
     publications: BTreeMap<String, Publication>,
+    /// Imported with `--no-manage`: a delete forgets it, never destroys it.
+    unmanaged: bool,
 }
 
 static NO_SNAPSHOTS: BTreeMap<String, SnapshotRecord> = BTreeMap::new();
@@ -185,6 +193,11 @@ impl VolumeRecord {
 
     pub fn delete_attempts(&self) -> u32 {
         self.extra.as_ref().map_or(0, |e| e.delete_attempts)
+    }
+
+    /// Whether storch may destroy it on the array (false: imported with `--no-manage`).
+    pub fn managed(&self) -> bool {
+        !self.extra.as_ref().is_some_and(|e| e.unmanaged)
     }
 
     /// Changes the rarely set fields; the box goes away when they are all empty again.
@@ -365,7 +378,8 @@ const STATE_MAGIC: u8 = 0xFF;
 /// 3: the config in `config_codec` (empty fields skipped), snapshots among the extras.
 /// 4: `state_codec`: the volume table in chunks decoded in parallel, placements as indices
 ///    into a pool table, backends' volume sets as indices into the volume table.
-/// 5: a backend's topology, a volume's publications (among the extras).
+/// 5: a backend's topology; a volume's publications and whether it is managed (import
+/// `--no-manage`), among its extras.
 const STATE_FORMAT: u8 = 5;
 
 impl State {
@@ -472,6 +486,9 @@ impl State {
     }
 
     fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
+        if let VolumeEvent::Drift(d @ crate::events::DriftEvent::Imported { .. }) = event {
+            return self.apply_drift(name, d);
+        }
         if let VolumeEvent::Requested { config, size_bytes } = event {
             self.volumes.0.insert(
                 name.into(),
@@ -578,6 +595,7 @@ impl State {
             VolumeEvent::Unpublished { node_id } => vol.update_extra(|x| {
                 x.publications.remove(node_id);
             }),
+            VolumeEvent::Drift(d) => self.apply_drift(name, d),
         }
     }
 

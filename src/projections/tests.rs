@@ -217,8 +217,9 @@ fn an_old_format_checkpoint_is_refused() {
     let mut bytes = state.encode();
     bytes[1] = STATE_FORMAT + 1;
     assert!(State::decode(&bytes).unwrap_err().contains("state format"));
-    // Formats 2 and 3 (one bincode stream, placements as strings) are refused as well.
-    for format in [2, 3] {
+    // Formats 2 and 3 (one bincode stream, placements as strings) and 4 (extras without the
+    // managed flag) are refused as well.
+    for format in [2, 3, 4] {
         bytes[1] = format;
         assert!(
             State::decode(&bytes)

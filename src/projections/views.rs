@@ -92,6 +92,8 @@ pub struct VolumeView {
     pub published: BTreeMap<String, Publication>,
     /// Where it is reachable from (its backend's topology; empty: everywhere).
     pub topology: Vec<Segment>,
+    /// False for a volume imported with `--no-manage` (a delete forgets it).
+    pub managed: bool,
 }
 
 /// A snapshot of a volume.
@@ -207,6 +209,7 @@ impl State {
                 .get(rec.backend())
                 .map(|b| b.topology.clone())
                 .unwrap_or_default(),
+            managed: rec.managed(),
         })
     }
 

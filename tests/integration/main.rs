@@ -12,6 +12,7 @@ mod core;
 mod crash;
 mod csi;
 mod deploy;
+mod drift;
 mod eseries;
 mod k8s;
 mod lab;

@@ -3,10 +3,12 @@
 //!
 //! - `backends`, `classes`, `volumes`, `snapshots`: commands and reads, one file per resource.
 //! - `publish`: volumes made available to hosts and taken away.
+//! - `drift`: reconcile a backend with its array, orphans, import.
 //! - `explain`: why each pool would or would not take a volume of a class.
 
 mod backends;
 mod classes;
+mod drift;
 mod explain;
 mod publish;
 mod snapshots;
@@ -14,6 +16,7 @@ mod volumes;
 
 use std::sync::Arc;
 
+pub use drift::Orphans;
 pub use publish::{PublishRequest, UnpublishNode};
 
 use super::shared::{Readiness, Shared, read};

@@ -50,6 +50,11 @@ pub(super) async fn delete(
     };
     let recorded_internal = rec.config().internal_name;
     backends.dedup();
+    // Imported with --no-manage: storch forgets it and leaves the array's volume alone.
+    if !rec.managed() {
+        tracing::info!(volume = %name, internal = %recorded_internal, "forgetting an unmanaged volume; the array keeps it");
+        backends.clear();
+    }
     for backend in &backends {
         let result = async {
             let internal = if rec.backend() == backend && !recorded_internal.is_empty() {

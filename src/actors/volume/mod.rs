@@ -14,6 +14,7 @@
 
 mod create;
 mod delete;
+mod drift;
 mod lookup;
 mod publish;
 mod resize;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tracing::Instrument;
 
+use super::drift::{CheckOnArray, ImportVolume};
 use super::error::CoreError;
 use super::messages::{
     CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, PublishVolume, Reconcile,
@@ -93,7 +95,9 @@ fn recipients(addr: Addr<VolumeActor>) -> VolumeRecipients {
         delete_snapshot: addr.clone().recipient(),
         resize: addr.clone().recipient(),
         publish: addr.clone().recipient(),
-        unpublish: addr.recipient(),
+        unpublish: addr.clone().recipient(),
+        check_on_array: addr.clone().recipient(),
+        import: addr.recipient(),
     }
 }
 
@@ -214,6 +218,8 @@ async fn reconcile(shared: &Arc<Shared>, name: &str) -> bool {
     };
     match rec.state {
         VolumeState::Online => reconcile_snapshots(shared, name, &rec).await,
+        // Drift reconciliation brings it back when its array holds it again.
+        VolumeState::Missing => false,
         VolumeState::Deleting => delete(shared, name, "reconcile").await.is_err(),
         VolumeState::Creating => match reconcile_create(shared, name, &rec).await {
             Ok(()) => false,
@@ -229,7 +235,7 @@ async fn reconcile(shared: &Arc<Shared>, name: &str) -> bool {
 macro_rules! atomic_op {
     ($msg:ty, $run:expr) => {
         impl Handler<$msg> for VolumeActor {
-            type Result = AtomicResponse<Self, Result<(), CoreError>>;
+            type Result = AtomicResponse<Self, <$msg as Message>::Result>;
 
             fn handle(&mut self, msg: $msg, _ctx: &mut Self::Context) -> Self::Result {
                 self.touch();
@@ -258,3 +264,5 @@ atomic_op!(DeleteSnapshot, delete_snapshot);
 atomic_op!(ResizeVolume, resize);
 atomic_op!(PublishVolume, publish);
 atomic_op!(UnpublishVolume, unpublish);
+atomic_op!(CheckOnArray, drift::check);
+atomic_op!(ImportVolume, drift::import);

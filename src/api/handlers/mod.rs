@@ -2,6 +2,7 @@
 //! and answers with a [`super::dto`] envelope or an [`ApiError`].
 
 pub(crate) mod backend;
+pub(crate) mod drift;
 pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod snapshot;

@@ -4,7 +4,7 @@
 use clap::CommandFactory;
 use serde_json::Value;
 
-use super::{audit, events, explain, objects, version};
+use super::{audit, drift, events, explain, objects, version};
 use crate::cli::args::{Cli, Command};
 use crate::cli::client::{ClientSettings, RestClient};
 use crate::cli::client_args::{ClientArgs, EventsArgs, OutputFormat};
@@ -76,6 +76,8 @@ async fn run_rest(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Get(kind) => objects::get(ctx, kind).await,
         Command::Delete(kind) => objects::delete(ctx, kind).await,
         Command::Resize(kind) => objects::resize(ctx, kind).await,
+        Command::Import(kind) => drift::import(ctx, kind).await,
+        Command::Reconcile(kind) => drift::reconcile(ctx, kind).await,
         Command::Explain(kind) => explain::run(ctx, kind).await,
         Command::Events(args) => events::run(ctx, args).await,
         Command::Version(_) => version::run(ctx).await,

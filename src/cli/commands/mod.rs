@@ -4,6 +4,7 @@ pub mod audit;
 pub mod bench;
 pub mod client;
 pub mod csi;
+pub mod drift;
 pub mod events;
 pub mod explain;
 pub mod objects;

@@ -137,6 +137,7 @@ pub async fn get(ctx: &Ctx, kind: GetKind) -> CliResult<()> {
             let backends = fetch_objects(ctx, &BACKEND, backends).await?;
             ctx.print(Kind::Pool, &pools_of(&backends))
         }
+        GetKind::Orphan => super::drift::get_orphans(ctx).await,
     }
 }
 
@@ -474,7 +475,7 @@ fn read_document(arg: &FileArg) -> CliResult<Value> {
 }
 
 /// Removes and returns `key` of an answer.
-fn take(doc: &mut Value, key: &str, url: &Url) -> Result<Value, RestError> {
+pub(super) fn take(doc: &mut Value, key: &str, url: &Url) -> Result<Value, RestError> {
     match doc.get_mut(key).map(Value::take) {
         Some(v) if !v.is_null() => Ok(v),
         _ => Err(RestError::BadResponse {

@@ -94,6 +94,19 @@ impl Pool {
         }
     }
 
+    /// Whether a recorded volume is still on disk: a directory or image removed by hand is
+    /// not (drift reconciliation shows it missing). An error other than "not found" keeps it
+    /// (a volume is never reported gone on a doubt).
+    pub(super) fn on_disk(&self, name: &str, kind: Kind) -> bool {
+        let path = self.path.join(VOLUMES_DIR).join(object_name(name, kind));
+        // Whatever is there now (even something planted in its place, which the volume's
+        // operations refuse) keeps it: only an absent entry is gone.
+        match path.symlink_metadata() {
+            Ok(_) => true,
+            Err(e) => e.kind() != io::ErrorKind::NotFound,
+        }
+    }
+
     pub(super) fn info(&self, name: &str, v: &VolumeRecord) -> VolumeInfo {
         VolumeInfo {
             internal_name: name.to_string(),

@@ -185,7 +185,7 @@ impl Inner {
         let st = self.lock();
         Ok(st
             .find(name)
-            .filter(|(_, v)| v.visible())
+            .filter(|(pi, v)| v.visible() && pools[*pi].on_disk(name, v.protocol))
             .map(|(pi, v)| pools[pi].info(name, v)))
     }
 
@@ -461,7 +461,7 @@ impl Inner {
             .flat_map(|(pi, records)| {
                 records
                     .iter()
-                    .filter(|(_, v)| v.visible())
+                    .filter(move |(name, v)| v.visible() && pools[pi].on_disk(name, v.protocol))
                     .map(move |(name, v)| pools[pi].info(name, v))
             })
             .collect();

@@ -17,7 +17,7 @@ fn ctx() -> RequestCtx {
 }
 
 /// The example file with the simulator's address, controllers and portal.
-fn example(sim: &EseriesSim) -> Value {
+pub(crate) fn example(sim: &EseriesSim) -> Value {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/backend-eseries.json");
     let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

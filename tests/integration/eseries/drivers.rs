@@ -10,7 +10,7 @@ use storch::drivers::testing::req;
 use storch::drivers::{CommonConfig, DriverError, StorageDriver};
 use storch::net::RetryPolicy;
 
-use crate::support::eseries::{CONTROLLERS, EseriesSim};
+use crate::support::eseries::EseriesSim;
 
 const GIB: u64 = 1 << 30;
 const POOLS: &str = "pool_ssd:ssd:64GiB,pool_hdd:hdd:64GiB:raidDiskPool";

@@ -10,7 +10,7 @@
 mod canned;
 mod canned_volumes;
 mod conformance;
-mod core;
+pub(crate) mod core;
 mod crash;
 mod drivers;
 mod features;

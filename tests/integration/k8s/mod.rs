@@ -3,6 +3,7 @@
 //! and the real binary
 //! against it.
 
+mod drift;
 mod e2e;
 mod eseries;
 mod fake_api;
