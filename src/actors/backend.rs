@@ -368,7 +368,7 @@ impl BackendActor {
         let at_start = async move {
             for attempt in 1..=10 {
                 let done = drift::run(&shared, &name, &status, &lock, Noticed::Start, true).await;
-                if done.is_ok() {
+                if done.is_ok_and(|report| report.unchecked.is_empty()) {
                     return;
                 }
                 tokio::time::sleep(retry_delay(attempt)).await;

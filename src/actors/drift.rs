@@ -149,6 +149,10 @@ pub struct DriftReport {
     pub found: Vec<String>,
     pub changed: Vec<String>,
     pub orphans: Vec<Orphan>,
+    /// Suspects whose check failed (their array did not answer, their actor was busy): the
+    /// comparison at a backend's start is run again until none is left.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unchecked: Vec<String>,
 }
 
 /// The backend's created volumes, from the projection.
@@ -298,7 +302,8 @@ pub(crate) async fn reconcile(
             Ok(Ok(Some(_))) => report.changed.push(name.clone()),
             Ok(Ok(None)) => {}
             Ok(Err(e)) | Err(e) => {
-                tracing::warn!(volume = %name, %backend, error = %e, "could not check the volume on its array")
+                tracing::warn!(volume = %name, %backend, error = %e, "could not check the volume on its array");
+                report.unchecked.push(name.clone());
             }
         }
     }
