@@ -245,6 +245,14 @@ async fn update(
     if same_config(&shared, &name, &msg.prepared)
         && let Some(running) = shared.backend(&name).and_then(|s| s.status.driver())
     {
+        // Online with this very config (a re-post whose name the driver derives): nothing
+        // to record, and the running driver stays.
+        let online = shared
+            .projection
+            .read(|s| s.backends.get(&name).is_some_and(|b| b.online));
+        if online && msg.prepared.name == name {
+            return Ok(name);
+        }
         msg.prepared.driver = running;
     }
     let events = decide_update(&shared, &name, &msg.prepared).await?;

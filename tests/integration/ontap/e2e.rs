@@ -122,6 +122,21 @@ async fn trident_backend_files_classes_and_fallthrough(api: Api) {
     assert_eq!(eco, "ontapnaseco_192.0.2.10");
     assert_eq!(san, "ontapsan_192.0.2.11");
     assert_eq!(san_full, "san-gold");
+    // The same file again (its name derived by the driver) records nothing.
+    let events = format!("{}/trident/v1/events", server.url);
+    let before = get_json(&client, &events).await.1;
+    let again = add_backend(
+        &client,
+        &server,
+        &pointed(&sim, "backend-ontap-nas.json", true),
+    )
+    .await;
+    assert_eq!(again, nas);
+    assert_eq!(
+        get_json(&client, &events).await.1,
+        before,
+        "an identical re-post"
+    );
 
     // GET backend shows the live config, never the password.
     let (_, b) = get_json(&client, &format!("{}/trident/v1/backend/{nas}", server.url)).await;
