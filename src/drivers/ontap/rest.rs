@@ -31,7 +31,15 @@ pub struct RestClient {
     limit: Arc<Semaphore>,
     job_timeout: Duration,
     svm_uuids: Mutex<HashMap<String, String>>,
+    /// Volume UUIDs by SVM and name, as last looked up or created: a create's follow-up
+    /// `PATCH`es reuse the UUID instead of reading it again. Only calls that tell a stale
+    /// UUID by "does not exist" use it (they look the name up again then); deletes and
+    /// listings always read the array.
+    volume_uuids: Mutex<HashMap<(String, String), String>>,
 }
+
+/// How many volume UUIDs are kept before the memory starts over.
+const VOLUME_UUIDS_KEPT: usize = 4096;
 
 impl std::fmt::Debug for RestClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +92,7 @@ impl RestClient {
             limit: super::api::lif_limit(&cfg.authority, cfg.max_concurrent_requests),
             job_timeout: JOB_TIMEOUT,
             svm_uuids: Mutex::new(HashMap::new()),
+            volume_uuids: Mutex::new(HashMap::new()),
         })
     }
 
@@ -387,6 +396,32 @@ impl RestClient {
             .unwrap_or_else(|e| e.into_inner())
             .insert(svm.to_string(), uuid.clone());
         Ok(uuid)
+    }
+
+    /// The UUID last seen for a volume, if any.
+    pub fn remembered_volume(&self, svm: &str, name: &str) -> Option<String> {
+        self.volume_uuids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(svm.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Records what a lookup found: the UUID, or that there is none.
+    pub fn remember_volume(&self, svm: &str, name: &str, uuid: Option<&str>) {
+        let mut kept = self.volume_uuids.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (svm.to_string(), name.to_string());
+        match uuid {
+            Some(uuid) => {
+                if kept.len() >= VOLUME_UUIDS_KEPT && !kept.contains_key(&key) {
+                    kept.clear();
+                }
+                kept.insert(key, uuid.to_string());
+            }
+            None => {
+                kept.remove(&key);
+            }
+        }
     }
 }
 

@@ -46,7 +46,9 @@ impl RestClient {
                     .q("fields", "uuid"),
             )
             .await?;
-        one_uuid(&records, "name", name, "uuid")
+        let uuid = one_uuid(&records, "name", name, "uuid")?;
+        self.remember_volume(svm, name, uuid.as_deref());
+        Ok(uuid)
     }
 
     async fn require_volume(&self, svm: &str, name: &str) -> ApiResult<String> {
@@ -55,16 +57,38 @@ impl RestClient {
             .ok_or_else(|| missing("GET /storage/volumes", format!("volume {name}")))
     }
 
+    /// Runs `call` with the volume's UUID: the remembered one first, and when the array says
+    /// it does not exist (the volume was replaced behind storch's back), the one a fresh
+    /// lookup finds.
+    async fn with_volume<T, F, Fut>(&self, svm: &str, name: &str, call: F) -> ApiResult<T>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = ApiResult<T>>,
+    {
+        if let Some(uuid) = self.remembered_volume(svm, name) {
+            match call(uuid).await {
+                Err(e) if e.is_not_found() => self.remember_volume(svm, name, None),
+                r => return r,
+            }
+        }
+        call(self.require_volume(svm, name).await?).await
+    }
+
     /// `PATCH /storage/volumes/{uuid}` with one concern, waiting for a job when there is one.
     async fn volume_patch(&self, svm: &str, name: &str, body: Value) -> ApiResult<()> {
-        let uuid = self.require_volume(svm, name).await?;
-        self.change(
-            Method::PATCH,
-            &Req::new(format!("/storage/volumes/{uuid}")),
-            Some(&body),
-        )
+        self.with_volume(svm, name, |uuid| {
+            let body = &body;
+            async move {
+                self.change(
+                    Method::PATCH,
+                    &Req::new(format!("/storage/volumes/{uuid}")),
+                    Some(body),
+                )
+                .await
+                .map(|_| ())
+            }
+        })
         .await
-        .map(|_| ())
     }
 
     /// The tree quota rule of a qtree: its UUID.
@@ -316,6 +340,9 @@ impl OntapApi for RestClient {
         };
         let req = Req::new(format!("/storage/volumes/{uuid}")).q("force", "true");
         let r = self.change_retrying_busy(Method::DELETE, &req, None).await;
+        if r.is_ok() {
+            self.remember_volume(svm, name, None);
+        }
         match r {
             Err(e) if e.rest_code() == Some(codes::VOLUME_HAS_CLONES) => Err(OntapError::Rest {
                 api: "DELETE /storage/volumes".into(),
@@ -332,15 +359,20 @@ impl OntapApi for RestClient {
     }
 
     async fn snapshot_create(&self, svm: &str, volume: &str, snapshot: &str) -> ApiResult<()> {
-        let uuid = self.require_volume(svm, volume).await?;
         let body = json!({"name": snapshot, "svm": {"uuid": self.svm_uuid(svm).await?}});
-        self.change(
-            Method::POST,
-            &Req::new(format!("/storage/volumes/{uuid}/snapshots")),
-            Some(&body),
-        )
+        self.with_volume(svm, volume, |uuid| {
+            let body = &body;
+            async move {
+                self.change(
+                    Method::POST,
+                    &Req::new(format!("/storage/volumes/{uuid}/snapshots")),
+                    Some(body),
+                )
+                .await
+                .map(|_| ())
+            }
+        })
         .await
-        .map(|_| ())
     }
 
     async fn snapshots(&self, svm: &str, volume: &str) -> ApiResult<Vec<SnapshotRecord>> {

@@ -95,3 +95,42 @@ async fn over_rest_the_array_decides_encryption() {
     assert!(sim.array().svms["svm1"].volumes["trident_enc"].encrypt);
     d.destroy("trident_enc").await.unwrap();
 }
+
+/// A create's follow-up `PATCH`es reuse the UUID the create found, and a volume replaced on the array behind storch's back under the same name is
+/// found again by name when the remembered UUID no longer exists.
+#[tokio::test]
+async fn a_volume_uuid_is_looked_up_once_and_again_when_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, rest) = rest_sim(dir.path(), Api::Rest.sim_options(SimOptions::default())).await;
+    let d = driver(&backend(&sim, "ontap-nas", json!({})));
+    discover(&d).await;
+    assert_eq!(d.chosen_api(), Some("rest"));
+    let lookups = || sim.calls("GET /api/storage/volumes");
+
+    let before = lookups();
+    d.create(&req("trident_u1", "aggr1", GIB)).await.unwrap();
+    let looked_up = lookups() - before;
+    let old = rest.volume_uuid("trident_u1").await;
+    let patched = sim.calls(&format!("PATCH /api/storage/volumes/{old}"));
+    assert!(patched >= 2, "the create patches its volume ({patched})");
+    // The wait for the new volume to show and the read-back of what was made; the PATCHes
+    // in between reuse the UUID the wait found.
+    assert_eq!(looked_up, 2, "{patched} PATCHes by UUID need no lookup of their own");
+
+    // Replaced on the array: the old UUID is gone, the name is back with a new one.
+    rest.job_ok(
+        "DELETE",
+        &format!("/storage/volumes/{old}?force=true"),
+        None,
+    )
+    .await;
+    let new = rest.make_volume("trident_u1", GIB).await;
+    assert_ne!(old, new);
+    d.resize("trident_u1", 2 * GIB).await.unwrap();
+    let v = rest
+        .get(&format!("/storage/volumes/{new}?fields=size"))
+        .await;
+    assert_eq!(v["size"], 2 * GIB, "{v}");
+    d.destroy("trident_u1").await.unwrap();
+    assert!(array_volumes(&sim, "svm1").is_empty());
+}
