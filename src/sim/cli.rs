@@ -38,8 +38,9 @@ pub enum Command {
     Nexentastor(NexentaArgs),
 }
 
+/// How every simulator serves: address, TLS and added latency.
 #[derive(Debug, clap::Args)]
-pub struct OntapArgs {
+pub struct Serving {
     /// Address to listen on (port 0 picks one; the chosen one is printed).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -49,6 +50,21 @@ pub struct OntapArgs {
     /// Where to write the certificate (default: next to --state, else the temp dir).
     #[arg(long, value_name = "FILE")]
     pub cert_out: Option<PathBuf>,
+    /// Delay added to every request.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+}
+
+impl Serving {
+    fn latency(&self) -> Duration {
+        Duration::from_millis(self.latency_ms)
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OntapArgs {
+    #[command(flatten)]
+    pub serving: Serving,
     /// The data SVM of a new array.
     #[arg(long, default_value = "svm1")]
     pub svm: String,
@@ -56,9 +72,6 @@ pub struct OntapArgs {
     /// `no-nve`: the aggregate reports is-nve-capable false).
     #[arg(long, default_value = super::ontap::DEFAULT_AGGREGATES)]
     pub aggregates: String,
-    /// Delay added to every request.
-    #[arg(long, default_value_t = 0)]
-    pub latency_ms: u64,
     /// Inject failures: CALL[@AGGR]:RATE[:ERRNO] for a ZAPI call (errno default 13001), or
     /// METHOD@PATH:RATE[:STATUS/CODE|:job/CODE][:TIMES] for REST (METHOD GET, POST, PATCH,
     /// DELETE or ANY; PATH below /api/, `*` ends a prefix; default 500/13001; `job/CODE` fails
@@ -126,12 +139,12 @@ impl OntapArgs {
             None => ontap_version.map(ontapi_of).unwrap_or((1, 180)),
         };
         Ok(SimOptions {
-            listen: self.listen,
-            tls: self.tls,
-            cert_out: self.cert_out.clone(),
+            listen: self.serving.listen,
+            tls: self.serving.tls,
+            cert_out: self.serving.cert_out.clone(),
             svm: self.svm.clone(),
             aggregates,
-            latency: Duration::from_millis(self.latency_ms),
+            latency: self.serving.latency(),
             fail,
             state: self.state.clone(),
             username: self.username.clone(),
@@ -154,15 +167,8 @@ impl OntapArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SolidFireArgs {
-    /// Address to listen on (port 0 picks one; the chosen one is printed).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
-    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
-    #[arg(long)]
-    pub tls: bool,
-    /// Where to write the certificate (default: next to --state, else the temp dir).
-    #[arg(long, value_name = "FILE")]
-    pub cert_out: Option<PathBuf>,
+    #[command(flatten)]
+    pub serving: Serving,
     /// The management virtual IP the cluster reports (GetClusterInfo).
     #[arg(long, default_value = "127.0.0.1")]
     pub mvip: String,
@@ -181,9 +187,6 @@ pub struct SolidFireArgs {
     /// Persist the cluster in this file (fsynced after every change; loaded when it exists).
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
-    /// Delay added to every request.
-    #[arg(long, default_value_t = 0)]
-    pub latency_ms: u64,
     /// Inject failures: METHOD:RATE[:ERRNAME] (repeatable; METHOD * for all; default name
     /// xDBConnectionLoss).
     #[arg(long, value_name = "METHOD:RATE")]
@@ -223,9 +226,9 @@ impl SolidFireArgs {
             .map(|f| sf::FailRule::parse(f))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(sf::SimOptions {
-            listen: self.listen,
-            tls: self.tls,
-            cert_out: self.cert_out.clone(),
+            listen: self.serving.listen,
+            tls: self.serving.tls,
+            cert_out: self.serving.cert_out.clone(),
             cluster: sf::ClusterSpec {
                 mvip: self.mvip.clone(),
                 svip: self.svip.clone(),
@@ -233,7 +236,7 @@ impl SolidFireArgs {
                 max_iops: self.max_iops,
                 tenant: self.tenant.clone(),
             },
-            latency: Duration::from_millis(self.latency_ms),
+            latency: self.serving.latency(),
             fail,
             state: self.state.clone(),
             username: self.username.clone(),
@@ -249,15 +252,8 @@ impl SolidFireArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct EseriesArgs {
-    /// Address to listen on (port 0 picks one; the chosen one is printed).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
-    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
-    #[arg(long)]
-    pub tls: bool,
-    /// Where to write the certificate (default: next to --state, else the temp dir).
-    #[arg(long, value_name = "FILE")]
-    pub cert_out: Option<PathBuf>,
+    #[command(flatten)]
+    pub serving: Serving,
     /// Pools of a new array: NAME:MEDIA:SIZE[:RAID][:offline][:no-da],… (media hdd or ssd;
     /// RAID raid0, raid1, raid3, raid5, raid6 (default) or raidDiskPool).
     #[arg(long, default_value = es::DEFAULT_POOLS)]
@@ -290,9 +286,6 @@ pub struct EseriesArgs {
     /// exists).
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
-    /// Delay added to every request.
-    #[arg(long, default_value_t = 0)]
-    pub latency_ms: u64,
     /// Inject failures: [METHOD@]PATH:RATE[:STATUS[/after|/untagged]] (repeatable; PATH below
     /// /devmgr/v2/storage-systems/{id}/ unless it starts with storage-systems; * one segment,
     /// a final ** any; default status 424).
@@ -355,9 +348,9 @@ impl EseriesArgs {
             .map(|f| es::FailRule::parse(f))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(es::SimOptions {
-            listen: self.listen,
-            tls: self.tls,
-            cert_out: self.cert_out.clone(),
+            listen: self.serving.listen,
+            tls: self.serving.tls,
+            cert_out: self.serving.cert_out.clone(),
             array: es::ArraySpec {
                 pools,
                 controllers,
@@ -367,7 +360,7 @@ impl EseriesArgs {
                 features: es::Features::parse(&self.features)?,
                 host_groups,
             },
-            latency: Duration::from_millis(self.latency_ms),
+            latency: self.serving.latency(),
             fail,
             state: self.state.clone(),
             username: self.username.clone(),
@@ -382,19 +375,12 @@ impl EseriesArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct NexentaArgs {
-    /// Address to listen on (port 0 picks one; the chosen one is printed).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub serving: Serving,
     /// Address of the plain-HTTP control listener (/__sim/down, /__sim/up,
     /// /__sim/expire-tokens, /__sim/status; printed as the second line).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub control: SocketAddr,
-    /// Serve HTTPS with a self-signed certificate (its path is printed on stderr).
-    #[arg(long)]
-    pub tls: bool,
-    /// Where to write the certificate (default: next to --state, else the temp dir).
-    #[arg(long, value_name = "FILE")]
-    pub cert_out: Option<PathBuf>,
     /// Volume groups of a new appliance, POOL/VG:SIZE,… (SIZE is the pool's; volume groups of
     /// one pool name the same size).
     #[arg(long, value_name = "POOL/VG:SIZE,…", default_value = nx::DEFAULT_VOLUME_GROUPS)]
@@ -403,9 +389,6 @@ pub struct NexentaArgs {
     /// Two instances given the same file are the two nodes of an HA pair.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
-    /// Delay added to every request.
-    #[arg(long, default_value_t = 0)]
-    pub latency_ms: u64,
     /// Inject failures: [METHOD@]PATH:RATE[:STATUS[/CODE]] (repeatable; PATH such as
     /// storage/volumes or storage/volumes/*, a final ** any rest; default 500 EBUSY).
     #[arg(long, value_name = "PATH:RATE")]
@@ -446,12 +429,12 @@ impl NexentaArgs {
             .map(|f| nx::FailRule::parse(f))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(nx::SimOptions {
-            listen: self.listen,
+            listen: self.serving.listen,
             control: self.control,
-            tls: self.tls,
-            cert_out: self.cert_out.clone(),
+            tls: self.serving.tls,
+            cert_out: self.serving.cert_out.clone(),
             volume_groups,
-            latency: Duration::from_millis(self.latency_ms),
+            latency: self.serving.latency(),
             fail,
             state: self.state.clone(),
             username: self.username.clone(),

@@ -115,7 +115,10 @@ async fn a_volume_uuid_is_looked_up_once_and_again_when_replaced() {
     assert!(patched >= 2, "the create patches its volume ({patched})");
     // The wait for the new volume to show and the read-back of what was made; the PATCHes
     // in between reuse the UUID the wait found.
-    assert_eq!(looked_up, 2, "{patched} PATCHes by UUID need no lookup of their own");
+    assert_eq!(
+        looked_up, 2,
+        "{patched} PATCHes by UUID need no lookup of their own"
+    );
 
     // Replaced on the array: the old UUID is gone, the name is back with a new one.
     rest.job_ok(
