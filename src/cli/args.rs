@@ -242,6 +242,11 @@ pub struct KubeArgs {
     /// How long a Lease holder that stops renewing keeps it [default: 15s].
     #[arg(long, env = "STORCH_K8S_LEASE_DURATION", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub k8s_lease_duration: Option<std::time::Duration>,
+
+    /// How long a volume storch made for a claim must stay without the claim and without a
+    /// PV before its class's reclaim policy is applied to it [default: 5m].
+    #[arg(long, env = "STORCH_K8S_ORPHAN_GRACE", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub k8s_orphan_grace: Option<std::time::Duration>,
 }
 
 #[cfg(test)]

@@ -67,6 +67,8 @@ pub enum SettingsError {
     EmptyProvisioner,
     #[error("--k8s-lease-duration must be at least 1s")]
     ShortLease,
+    #[error("--k8s-orphan-grace must be at least 1s")]
+    ShortOrphanGrace,
     #[error("{0}")]
     Etcd(String),
     #[error("{0} configures etcd replication, which needs --etcd-endpoints")]
@@ -230,6 +232,7 @@ fn kube_options(
                 (a.k8s_namespace.is_some(), "--k8s-namespace"),
                 (a.k8s_lease_name.is_some(), "--k8s-lease-name"),
                 (a.k8s_lease_duration.is_some(), "--k8s-lease-duration"),
+                (a.k8s_orphan_grace.is_some(), "--k8s-orphan-grace"),
             ];
             // --k8s-identity and --k8s-node-name are left out: in a pod they come from the
             // environment (STORCH_POD_NAME, STORCH_NODE_NAME) and are harmless without a cluster.
@@ -258,6 +261,12 @@ fn kube_options(
             return Err(SettingsError::ShortLease);
         }
         opts.lease_duration = d;
+    }
+    if let Some(d) = a.k8s_orphan_grace {
+        if d < std::time::Duration::from_secs(1) {
+            return Err(SettingsError::ShortOrphanGrace);
+        }
+        opts.orphan_grace = d;
     }
     Ok(Some(opts))
 }
@@ -311,6 +320,23 @@ mod tests {
             secrets_key_file: None,
             reconcile_interval: None,
         }
+    }
+
+    #[test]
+    fn orphan_grace_needs_a_cluster_and_at_least_a_second() {
+        let mut a = args("127.0.0.1", false);
+        a.kube.k8s_orphan_grace = Some(std::time::Duration::from_secs(30));
+        let msg = a.clone().into_settings().unwrap_err().to_string();
+        assert!(msg.contains("--k8s-orphan-grace"), "{msg}");
+        a.kube.k8s_api_server = Some("http://127.0.0.1:8001".into());
+        let k = a.clone().into_settings().unwrap().kube.unwrap();
+        assert_eq!(k.orphan_grace, std::time::Duration::from_secs(30));
+        a.kube.k8s_orphan_grace = None;
+        let k = a.clone().into_settings().unwrap().kube.unwrap();
+        assert_eq!(k.orphan_grace, crate::k8s::DEFAULT_ORPHAN_GRACE);
+        a.kube.k8s_orphan_grace = Some(std::time::Duration::from_millis(500));
+        let msg = a.into_settings().unwrap_err().to_string();
+        assert_eq!(msg, "--k8s-orphan-grace must be at least 1s");
     }
 
     #[test]

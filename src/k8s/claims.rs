@@ -15,7 +15,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio::sync::watch;
@@ -30,29 +30,44 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// How often to look again at a volume another operation holds (creating, deleting).
 const IN_FLIGHT: Duration = Duration::from_millis(500);
 
-pub(super) async fn run(
-    ctx: Arc<Ctx>,
+/// The PVC controller; its store is the sweep's view of claims.
+pub(super) fn controller(
+    ctx: &Ctx,
     class_changes: watch::Receiver<u64>,
-    quit: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
+) -> Controller<PersistentVolumeClaim> {
     let api: Api<PersistentVolumeClaim> = Api::all(ctx.client.clone());
     let classes = futures::stream::unfold(class_changes, |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))
     });
-    Controller::new(api, watcher::Config::default())
-        .reconcile_all_on(classes)
+    Controller::new(api, watcher::Config::default()).reconcile_all_on(classes)
+}
+
+pub(super) async fn run(
+    controller: Controller<PersistentVolumeClaim>,
+    ctx: Arc<Ctx>,
+    quit: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    controller
         .graceful_shutdown_on(quit)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "PVC controller");
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            match result {
+                // A claim deleted while a retry was pending: its retry state goes with it.
+                Err(controller::Error::ObjectNotFound(gone)) => ctx.succeeded(&format!(
+                    "pvc/{}/{}",
+                    gone.namespace.as_deref().unwrap_or_default(),
+                    gone.name
+                )),
+                Err(e) => tracing::debug!(error = %e, "PVC controller"),
+                Ok(_) => {}
             }
+            std::future::ready(())
         })
         .await;
 }
 
-fn key(pvc: &PersistentVolumeClaim) -> String {
+pub(super) fn key(pvc: &PersistentVolumeClaim) -> String {
     format!(
         "pvc/{}/{}",
         pvc.namespace().unwrap_or_default(),
@@ -75,7 +90,9 @@ async fn reconcile(
     Ok(action)
 }
 
-fn reference(pvc: &PersistentVolumeClaim) -> k8s_openapi::api::core::v1::ObjectReference {
+pub(super) fn reference(
+    pvc: &PersistentVolumeClaim,
+) -> k8s_openapi::api::core::v1::ObjectReference {
     translate::reference_of("PersistentVolumeClaim", "v1", &pvc.metadata)
 }
 
@@ -148,6 +165,8 @@ async fn reconcile_claim(pvc: &PersistentVolumeClaim, ctx: &Ctx) -> Result<Actio
             let bound_to = pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref());
             if bound_to.is_some_and(|v| v != name) {
                 clean_up_unused(pvc, &name, ctx).await?;
+            } else if bound_to == Some(name.as_str()) {
+                super::expand::reconcile(pvc, &class, &name, ctx).await?;
             }
             Ok(Action::requeue(RESYNC))
         }
@@ -236,7 +255,7 @@ async fn provision(
         }
     }
     match pvs.create(&PostParams::default(), &pv).await {
-        Ok(_) => {}
+        Ok(_) => ctx.had_pv(name),
         Err(e) if is_conflict(&e) => return Ok(Action::requeue(IN_FLIGHT)),
         // The volume stays: the next try writes the PV for it.
         Err(e) => return Err(refused(pvc, ctx, name, &format!("its PV {name}"), e.into()).await),
@@ -253,7 +272,7 @@ async fn provision(
     Ok(Action::requeue(RESYNC))
 }
 
-fn request(pvc: &PersistentVolumeClaim) -> RequestCtx {
+pub(super) fn request(pvc: &PersistentVolumeClaim) -> RequestCtx {
     RequestCtx::new(format!(
         "k8s:pvc/{}/{}/{}",
         pvc.namespace().unwrap_or_default(),

@@ -9,6 +9,9 @@
 //!   per-object retry and backoff), run only by the holder of the Lease (`lease`).
 //! - `roles`: with etcd replication, the `storch.io/role` label on this replica's own pod,
 //!   from the start on every replica (not waiting for the core).
+//! - `expand`: PVC expansion of bound claims (run by the PVC controller).
+//! - `sweep`: deletes (or keeps, per the class's reclaim policy) volumes the frontend made
+//!   for claims that are gone without a PV (Lease holder only).
 //!
 //! Everything goes through [`Core`]; nothing here writes storch state directly.
 
@@ -16,13 +19,16 @@ pub mod block;
 mod claims;
 mod classes;
 mod drift;
+mod expand;
 mod lease;
 mod roles;
+mod sweep;
 pub mod translate;
 mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -36,6 +42,9 @@ use translate::FrontendClass;
 
 /// The provisioner names answered by default.
 pub const DEFAULT_PROVISIONERS: [&str; 2] = ["netapp.io/trident", "storch.io/storch"];
+
+/// The default of [`KubeOptions::orphan_grace`].
+pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(300);
 
 /// Where the cluster is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +78,9 @@ pub struct KubeOptions {
     pub role_labels: bool,
     /// The pod storch runs in (`STORCH_POD_NAME`), in [`namespace`](Self::namespace).
     pub pod_name: Option<String>,
+    /// How long a volume the frontend made must stay without its claim and without a PV
+    /// before the sweep applies its class's reclaim policy to it (at least 1 s).
+    pub orphan_grace: Duration,
 }
 
 impl KubeOptions {
@@ -83,6 +95,7 @@ impl KubeOptions {
             lease_duration: Duration::from_secs(15),
             role_labels: false,
             pod_name: None,
+            orphan_grace: DEFAULT_ORPHAN_GRACE,
         }
     }
 }
@@ -124,8 +137,15 @@ pub(crate) struct Ctx {
     /// (a claim made once storch shows a new default class sees it as a default too).
     class_sync: tokio::sync::RwLock<()>,
     recorder: Recorder,
-    /// Consecutive failures per object, for the retry backoff.
+    /// Consecutive failures per object, for the retry backoff. An entry goes when its object
+    /// reconciles, is seen deleted, or its next retry finds it gone, and all go when the
+    /// controllers stop.
     failures: Mutex<HashMap<String, u32>>,
+    /// Sweep passes finished (see [`FrontendStats`]).
+    sweeps: AtomicU64,
+    /// Volumes seen with a PV since this process started: never orphans to the sweep (a PV
+    /// deleted by hand, e.g. a Retain one, never deletes its volume).
+    had_pv: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Ctx {
@@ -156,11 +176,28 @@ impl Ctx {
         doubling(*n, 120)
     }
 
+    /// Forgets `key`'s failures: it reconciled, or it is gone.
     fn succeeded(&self, key: &str) {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+    }
+
+    /// Remembers that volume `name` has had a PV.
+    fn had_pv(&self, name: &str) {
+        self.had_pv
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string());
+    }
+
+    /// Forgets the failures of every object: the controllers stopped.
+    fn forget_failures(&self) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Publishes a Kubernetes Event about `regarding`; failures are only logged.
@@ -203,8 +240,18 @@ fn clip_note(mut note: String) -> String {
     note
 }
 
+/// Counters of the running frontend, for diagnostics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrontendStats {
+    /// Objects (claims, PVs) with failures pending a retry.
+    pub retrying: usize,
+    /// Passes of the orphan sweep finished so far.
+    pub sweeps: u64,
+}
+
 /// The running frontend.
 pub struct Frontend {
+    ctx: Arc<Ctx>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     /// The pod role label's task, with etcd replication in a pod.
@@ -222,6 +269,11 @@ impl Frontend {
         if opts.lease_duration < Duration::from_secs(1) {
             return Err(KubeError::Options(
                 "--k8s-lease-duration must be at least 1s".into(),
+            ));
+        }
+        if opts.orphan_grace < Duration::from_secs(1) {
+            return Err(KubeError::Options(
+                "--k8s-orphan-grace must be at least 1s".into(),
             ));
         }
         let (config, pod_namespace) = client_config(&opts.source).await?;
@@ -255,6 +307,8 @@ impl Frontend {
             classes: RwLock::new(BTreeMap::new()),
             class_sync: tokio::sync::RwLock::new(()),
             failures: Mutex::new(HashMap::new()),
+            sweeps: AtomicU64::new(0),
+            had_pv: Mutex::new(Default::default()),
         });
         tracing::info!(
             %api_server,
@@ -280,8 +334,26 @@ impl Frontend {
                 stopped.clone(),
             ))),
         };
-        let task = tokio::spawn(run(ctx, stopped));
-        Ok(Frontend { stop, task, roles })
+        let task = tokio::spawn(run(ctx.clone(), stopped));
+        Ok(Frontend {
+            ctx,
+            stop,
+            task,
+            roles,
+        })
+    }
+
+    /// The frontend's counters now.
+    pub fn stats(&self) -> FrontendStats {
+        FrontendStats {
+            retrying: self
+                .ctx
+                .failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len(),
+            sweeps: self.ctx.sweeps.load(Ordering::Relaxed),
+        }
     }
 
     /// Stops the controllers and gives up the Lease (and, a leader, labels its pod standby).
@@ -396,11 +468,22 @@ async fn run_controllers(
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|q| *q).await;
     };
-    tokio::join!(
-        claims::run(ctx.clone(), class_changes, until(quit.clone())),
-        volumes::run(ctx.clone(), until(quit.clone())),
-        drift::run(ctx.clone(), until(quit)),
+    let claims = claims::controller(&ctx, class_changes);
+    let pvs = volumes::controller(&ctx);
+    let sweep = sweep::run(
+        ctx.clone(),
+        claims.store(),
+        pvs.store(),
+        until(quit.clone()),
     );
+    tokio::join!(
+        claims::run(claims, ctx.clone(), until(quit.clone())),
+        volumes::run(pvs, ctx.clone(), until(quit.clone())),
+        drift::run(ctx.clone(), until(quit)),
+        sweep,
+    );
+    // A new term starts with fresh retries (the objects may have changed meanwhile).
+    ctx.forget_failures();
 }
 
 /// The delay after `failures` failures in a row: 1 s, doubling, at most `cap_secs`.

@@ -38,6 +38,8 @@ pub struct FrontendClass {
     /// `Delete` when the class does not say.
     pub reclaim_policy: String,
     pub is_default: bool,
+    /// `allowVolumeExpansion`: whether its claims may grow.
+    pub allow_expansion: bool,
     pub config: StorageClassConfig,
 }
 
@@ -68,6 +70,7 @@ pub fn storage_class(
             .clone()
             .unwrap_or_else(|| "Delete".to_string()),
         is_default,
+        allow_expansion: sc.allow_volume_expansion == Some(true),
         config,
     }))
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
@@ -16,18 +16,30 @@ use super::translate::{self, PROVISIONED_BY};
 use super::{Ctx, ReconcileError, is_not_found};
 use crate::actors::{CoreError, RequestCtx};
 
+/// The PV controller; its store is the sweep's view of PVs.
+pub(super) fn controller(ctx: &Ctx) -> Controller<PersistentVolume> {
+    let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+}
+
 pub(super) async fn run(
+    controller: Controller<PersistentVolume>,
     ctx: Arc<Ctx>,
     quit: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+    controller
         .graceful_shutdown_on(quit)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "PV controller");
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            match result {
+                // A PV deleted while a retry was pending: its retry state goes with it.
+                Err(controller::Error::ObjectNotFound(gone)) => {
+                    ctx.succeeded(&format!("pv/{}", gone.name))
+                }
+                Err(e) => tracing::debug!(error = %e, "PV controller"),
+                Ok(_) => {}
             }
+            std::future::ready(())
         })
         .await;
 }

@@ -183,7 +183,7 @@ async fn verbs_have_apiserver_semantics() {
         api_code(pvcs.replace("data", &pp, &stale).await),
         (409, "Conflict".to_string())
     );
-    // The PVC spec is immutable but for requests.
+    // The PVC spec is immutable but for requests (see `claim_sizes_follow_the_apiserver_rules`).
     let mut changed = pvcs.get("data").await.unwrap();
     changed.spec.as_mut().unwrap().storage_class_name = Some("silver".into());
     assert_eq!(api_code(pvcs.replace("data", &pp, &changed).await).0, 422);
@@ -211,7 +211,7 @@ async fn verbs_have_apiserver_semantics() {
     let ops = json!([
         {"op": "test", "path": "/metadata/labels/x", "value": "y"},
         {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "1"}},
-        {"op": "replace", "path": "/spec/resources/requests/storage", "value": "2Gi"},
+        {"op": "replace", "path": "/metadata/labels/x", "value": "w"},
     ]);
     let patched = pvcs
         .patch(
@@ -222,8 +222,7 @@ async fn verbs_have_apiserver_semantics() {
         .await
         .unwrap();
     assert_eq!(patched.metadata.annotations.unwrap()["a/b"], "1");
-    let requests = patched.spec.unwrap().resources.unwrap().requests.unwrap();
-    assert_eq!(requests["storage"].0, "2Gi");
+    assert_eq!(patched.metadata.labels.unwrap()["x"], "w");
     let ops = json!([{"op": "test", "path": "/metadata/labels/x", "value": "z"}]);
     let failed = pvcs
         .patch(
@@ -660,6 +659,100 @@ async fn binder_binds_releases_and_loses() {
     assert_eq!(
         phase(&fake.get("persistentvolumeclaims", Some("apps"), "manual")).as_deref(),
         Some("Bound")
+    );
+    fake.shutdown().await;
+}
+
+/// A claim's request changes only while it is Bound, grows only in a class with
+/// `allowVolumeExpansion: true` (the `PersistentVolumeClaimResize` admission), and goes down
+/// only while it stays above `status.capacity`; its status is written through `/status`.
+#[tokio::test]
+async fn claim_sizes_follow_the_apiserver_rules() {
+    let fake = FakeKube::start().await;
+    let client = fake.client();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let pvs: Api<PersistentVolume> = Api::all(client);
+    let pp = PostParams::default();
+    for (name, allow) in [("gold", Some(true)), ("fixed", None)] {
+        let sc: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "provisioner": "storch.io/storch",
+            "allowVolumeExpansion": allow,
+        }))
+        .unwrap();
+        classes.create(&pp, &sc).await.unwrap();
+    }
+    let resize =
+        |size: &str| Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": size}}}}));
+    let params = PatchParams::default();
+
+    // Not bound yet: the request is immutable.
+    let claim = pvcs.create(&pp, &pvc("data", json!({}))).await.unwrap();
+    let (code, _) = api_code(pvcs.patch("data", &params, &resize("2Gi")).await);
+    assert_eq!(code, 422);
+    pvs.create(&pp, &pv("pv-data", Some(&claim))).await.unwrap();
+    fake.wait_for(
+        |f| {
+            phase(&f.get("persistentvolumeclaims", Some("default"), "data")).as_deref()
+                == Some("Bound")
+        },
+        GUARD,
+        "the claim bound",
+    )
+    .await;
+    // Bound, in a class that allows expansion: it grows; a status patch records capacity.
+    let grown = pvcs.patch("data", &params, &resize("3Gi")).await.unwrap();
+    assert_eq!(
+        grown.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
+        "3Gi"
+    );
+    let status = Patch::Merge(json!({"status": {"capacity": {"storage": "2Gi"}}}));
+    let patched = pvcs.patch_status("data", &params, &status).await.unwrap();
+    assert_eq!(
+        patched.status.unwrap().capacity.unwrap()["storage"].0,
+        "2Gi"
+    );
+    // Down to status.capacity or below: refused; above it (a failed expansion's recovery): ok.
+    assert_eq!(
+        api_code(pvcs.patch("data", &params, &resize("2Gi")).await).0,
+        422
+    );
+    assert_eq!(
+        api_code(pvcs.patch("data", &params, &resize("1Gi")).await).0,
+        422
+    );
+    let lowered = pvcs
+        .patch("data", &params, &resize("2560Mi"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lowered.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
+        "2560Mi"
+    );
+
+    // A class without allowVolumeExpansion: growing is forbidden, by the admission.
+    let mut fixed = pvc("small", json!({}));
+    fixed.spec.as_mut().unwrap().storage_class_name = Some("fixed".into());
+    let claim = pvcs.create(&pp, &fixed).await.unwrap();
+    let mut volume = pv("pv-small", Some(&claim));
+    volume.spec.as_mut().unwrap().storage_class_name = Some("fixed".into());
+    pvs.create(&pp, &volume).await.unwrap();
+    fake.wait_for(
+        |f| {
+            phase(&f.get("persistentvolumeclaims", Some("default"), "small")).as_deref()
+                == Some("Bound")
+        },
+        GUARD,
+        "the fixed claim bound",
+    )
+    .await;
+    let (code, reason) = api_code(pvcs.patch("small", &params, &resize("2Gi")).await);
+    assert_eq!((code, reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        fake.get("persistentvolumeclaims", Some("default"), "small")
+            .unwrap()["spec"]["resources"]["requests"]["storage"],
+        "1Gi"
     );
     fake.shutdown().await;
 }

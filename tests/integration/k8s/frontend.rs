@@ -119,7 +119,7 @@ fn fake_class(name: &str, params: &str, meta: &str) -> String {
 }
 
 /// A fake backend (file protocol) with one SSD pool, persisted in `dir`.
-fn fake(dir: &Path, name: &str, extra: Value) -> Value {
+pub(super) fn fake(dir: &Path, name: &str, extra: Value) -> Value {
     let mut doc = fake_backend(name, "file", &[("p1", ssd())]);
     doc["statePath"] = json!(dir.join(format!("{name}.json")));
     for (k, v) in extra.as_object().unwrap() {

@@ -2,7 +2,8 @@
 //! a `kube::Client` talks to it exactly as to an apiserver. Generic over the resources in
 //! [`RESOURCES`] (objects are `serde_json::Value`s), with the apiserver's semantics where tests
 //! can observe them: one global resourceVersion counter, `Status` error bodies, optimistic
-//! locking, the status subresource, finalizers, list and watch with label and field selectors,
+//! locking, the status subresource, finalizers, the rules on a claim's size (validation and
+//! the `PersistentVolumeClaimResize` admission), list and watch with label and field selectors,
 //! a compactable watch history (410 Expired), and an emulation of kube-controller-manager's
 //! PV binder. Tests steer it with [`FakeKube::fail`], [`FakeKube::compact`],
 //! [`FakeKube::close_watches`] and friends, and read its state directly.
@@ -1200,6 +1201,8 @@ impl State {
             apply_defaults(res, &mut new);
             if r.kind == "PersistentVolumeClaim" && r.group.is_empty() {
                 check_pvc_spec(&old, &new)?;
+                check_pvc_resize(&old, &new)?;
+                self.admit_pvc_resize(&old, &new)?;
             }
         }
         keep_identity(&mut new, &old);
@@ -1262,6 +1265,49 @@ impl State {
             return Ok(self.commit(key, Some(marked)).unwrap_or(old));
         }
         Ok(self.commit(key, None).unwrap_or(old))
+    }
+
+    /// The admission plugin `PersistentVolumeClaimResize`: a claim's request may grow only
+    /// when its StorageClass (the beta annotation, else `spec.storageClassName`) exists and
+    /// has `allowVolumeExpansion: true`.
+    fn admit_pvc_resize(&self, old: &Value, new: &Value) -> ApiResult<()> {
+        let (Some(before), Some(after)) = (requested_bytes(old), requested_bytes(new)) else {
+            return Ok(());
+        };
+        if after <= before {
+            return Ok(());
+        }
+        let class = str_at(
+            new,
+            "/metadata/annotations/volume.beta.kubernetes.io~1storage-class",
+        )
+        .filter(|c| !c.is_empty())
+        .or_else(|| str_at(new, "/spec/storageClassName"))
+        .unwrap_or_default();
+        let key = (
+            resource_index("storageclasses"),
+            String::new(),
+            class.clone(),
+        );
+        let allowed = !class.is_empty()
+            && self
+                .objects
+                .get(&key)
+                .and_then(|sc| sc.get("allowVolumeExpansion"))
+                .and_then(Value::as_bool)
+                == Some(true);
+        if allowed {
+            return Ok(());
+        }
+        Err(err(
+            403,
+            "Forbidden",
+            format!(
+                "persistentvolumeclaims \"{}\" is forbidden: only dynamically provisioned pvc \
+                 can be resized and the storageclass that provisions the pvc must support resize",
+                str_at(new, "/metadata/name").unwrap_or_default()
+            ),
+        ))
     }
 
     /// kube-controller-manager's PV binder, enough of it: binds pre-bound PVs to their
@@ -1356,6 +1402,65 @@ impl State {
             }
         }
     }
+}
+
+/// A claim's `spec.resources.requests.storage` in bytes (`None` without one).
+fn requested_bytes(pvc: &Value) -> Option<u128> {
+    quantity(pvc.pointer("/spec/resources/requests/storage")?.as_str()?)
+}
+
+/// A whole-number quantity in bytes (`5Gi`, `500M`, `1073741824`), enough for the tests; the
+/// apiserver's own parser, not storch's.
+fn quantity(q: &str) -> Option<u128> {
+    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+    let (digits, suffix) = q.split_at(split);
+    let factor: u128 = match suffix {
+        "" => 1,
+        "k" => 1000,
+        "M" => 1000u128.pow(2),
+        "G" => 1000u128.pow(3),
+        "T" => 1000u128.pow(4),
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return None,
+    };
+    Some(digits.parse::<u128>().ok()? * factor)
+}
+
+/// The apiserver's validation of a claim's size change: only a Bound claim's request may
+/// change, and it may go down only while it stays above `status.capacity` (the recovery from
+/// a failed expansion; Kubernetes never shrinks a volume).
+fn check_pvc_resize(old: &Value, new: &Value) -> ApiResult<()> {
+    let (before, after) = (requested_bytes(old), requested_bytes(new));
+    if before == after {
+        return Ok(());
+    }
+    if str_at(new, "/status/phase").as_deref() != Some("Bound") {
+        return Err(err(
+            422,
+            "Invalid",
+            "PersistentVolumeClaim is invalid: spec: Forbidden: spec is immutable after creation \
+             except resources.requests and volumeAttributesClassName for bound claims",
+        ));
+    }
+    let capacity = new
+        .pointer("/status/capacity/storage")
+        .and_then(Value::as_str)
+        .and_then(quantity);
+    if let (Some(before), Some(after)) = (before, after)
+        && after < before
+        && capacity.is_some_and(|c| after <= c)
+    {
+        return Err(err(
+            422,
+            "Invalid",
+            "PersistentVolumeClaim is invalid: spec.resources.requests.storage: Forbidden: \
+             field can not be less than status.capacity",
+        ));
+    }
+    Ok(())
 }
 
 /// The apiserver's PVC rule: after creation only `resources.requests`,

@@ -28,12 +28,23 @@ pub struct Node {
 
 impl Node {
     pub async fn start(dir: &Path, kube: &FakeKube, identity: &str) -> Node {
+        Node::start_with(dir, kube, identity, |_| {}).await
+    }
+
+    /// [`Node::start`] with the options changed by `tune`.
+    pub async fn start_with(
+        dir: &Path,
+        kube: &FakeKube,
+        identity: &str,
+        tune: impl FnOnce(&mut KubeOptions),
+    ) -> Node {
         let runtime = start(dir).await;
         let mut opts = KubeOptions::new(KubeSource::ApiServer(kube.url.clone()));
         opts.identity = Some(identity.to_string());
         opts.namespace = Some("storch".into());
         opts.node_name = Some("node-1".into());
         opts.lease_duration = Duration::from_secs(2);
+        tune(&mut opts);
         let frontend = Frontend::start(runtime.core(), opts)
             .await
             .expect("frontend starts");
@@ -60,10 +71,15 @@ pub struct Env {
 
 impl Env {
     pub async fn start() -> Env {
+        Env::start_with(|_| {}).await
+    }
+
+    /// [`Env::start`] with storch's frontend options changed by `tune`.
+    pub async fn start_with(tune: impl FnOnce(&mut KubeOptions)) -> Env {
         let kube = FakeKube::start().await;
         let client = kube.client();
         let dir = tempfile::tempdir().unwrap();
-        let node = Node::start(&dir.path().join("a"), &kube, "storch-a").await;
+        let node = Node::start_with(&dir.path().join("a"), &kube, "storch-a", tune).await;
         Env {
             kube,
             client,
