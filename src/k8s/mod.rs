@@ -16,6 +16,7 @@ pub mod block;
 mod claims;
 mod classes;
 mod drift;
+pub mod install;
 mod lease;
 mod roles;
 pub mod translate;
