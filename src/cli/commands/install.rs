@@ -87,8 +87,9 @@ pub struct InstallArgs {
     /// How long to wait for storch to be ready.
     #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
-    /// Where this machine reaches storch's REST API once it runs (e.g. https://127.0.0.1:8443
-    /// with `kubectl -n NS port-forward svc/storch 8443:8000`): the install then waits for its
+    /// Where this machine reaches storch's REST API once it runs (e.g. https://localhost:8443
+    /// with `kubectl -n NS port-forward svc/storch 8443:8000`; the install's certificate is
+    /// trusted): the install then waits for its
     /// /readyz and adds the --backend and --storage-class files through it.
     #[arg(long, value_name = "URL")]
     pub storch_url: Option<String>,
@@ -462,9 +463,9 @@ async fn install_on_cluster(
     }
     say(&format!("storch is installed in namespace {ns} and ready."));
     say(&format!(
-        "Its API: https://storch.{ns}.svc:8000 in the cluster; from here: kubectl -n {ns} port-forward svc/storch 8443:8000, then storch -s https://127.0.0.1:8443 --token \"$(kubectl -n {ns} get secret {} -o jsonpath='{{.data.token}}' | base64 -d)\" get backend (the certificate is the Secret {}'s)",
-        manifests::TOKEN_SECRET,
-        manifests::TLS_SECRET
+        "Its API: https://storch.{ns}.svc:8000 in the cluster; from here: kubectl -n {ns} port-forward svc/storch 8443:8000, then storch -s https://localhost:8443 --ca-cert <(kubectl -n {ns} get secret {tls} -o jsonpath='{{.data.tls\\.crt}}' | base64 -d) --token \"$(kubectl -n {ns} get secret {token} -o jsonpath='{{.data.token}}' | base64 -d)\" get backend",
+        tls = manifests::TLS_SECRET,
+        token = manifests::TOKEN_SECRET
     ));
     say(&format!(
         "Logs: storch logs -n {ns}; remove it: storch uninstall -n {ns} (--all also removes its data)"
@@ -690,7 +691,7 @@ async fn precheck_files(args: &InstallArgs, checks: &mut Checks) -> Vec<PathBuf>
     {
         checks.fail(
             "--backend and --storage-class are added through storch's API, which needs --storch-url",
-            "give --storch-url (e.g. https://127.0.0.1:8443 with kubectl port-forward svc/storch 8443:8000), or add them after the install with storch create backend -f FILE",
+            "give --storch-url (e.g. https://localhost:8443 with kubectl port-forward svc/storch 8443:8000), or add them after the install with storch create backend -f FILE",
         );
     }
     for path in &args.backends {

@@ -15,17 +15,17 @@ use crate::support::{Server, eventually};
 
 /// The password of the failing backend: it must appear in no output.
 const CANARY: &str = "canary-pw-7f3e91d2";
-const TOKEN: &str = "install-test-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "install-test-token-0123456789abcdef";
 
 /// A fake cluster with a default StorageClass, and a kubeconfig for it.
-struct Cluster {
-    kube: FakeKube,
+pub(crate) struct Cluster {
+    pub(crate) kube: FakeKube,
     kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Cluster {
-    async fn start() -> Cluster {
+    pub(crate) async fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let kube = FakeKube::start().await;
         let kubeconfig = kube.kubeconfig(dir.path());
@@ -44,12 +44,12 @@ impl Cluster {
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// `storch VERB ARGS… --kubeconfig K`, on a blocking thread (the fake serves meanwhile).
-    async fn run(&self, args: &[&str]) -> Out {
+    pub(crate) async fn run(&self, args: &[&str]) -> Out {
         let mut argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         argv.push("--kubeconfig".into());
         argv.push(self.kubeconfig.display().to_string());
@@ -62,7 +62,7 @@ impl Cluster {
     }
 
     /// The requests that changed something (SelfSubjectAccessReviews only ask).
-    fn writes(&self, from: usize) -> Vec<Request> {
+    pub(crate) fn writes(&self, from: usize) -> Vec<Request> {
         self.kube.requests()[from..]
             .iter()
             .filter(|r| r.method != "GET")
@@ -75,7 +75,7 @@ impl Cluster {
 
     /// The kubelet's part: once the workload exists, its pod (with these containers and
     /// logs) runs and is ready.
-    async fn play_kubelet(&self, ns: &str, logs: &[(&str, &str)]) {
+    pub(crate) async fn play_kubelet(&self, ns: &str, logs: &[(&str, &str)]) {
         eventually("the install to apply the Deployment", async || {
             self.kube.get("deployments", Some(ns), "storch").is_some()
         })
@@ -141,13 +141,13 @@ fn expected_objects(args: &[&str]) -> Vec<(String, Option<String>, String)> {
     out
 }
 
-fn write_json(path: &Path, doc: &Value) -> String {
+pub(crate) fn write_json(path: &Path, doc: &Value) -> String {
     std::fs::write(path, serde_json::to_vec_pretty(doc).unwrap()).unwrap();
     path.display().to_string()
 }
 
 /// `storch serve` standing for storch in its pod, with the install's token.
-fn storch_in_pod(cluster: &Cluster) -> Server {
+pub(crate) fn storch_in_pod(cluster: &Cluster) -> Server {
     let token = cluster.path("token");
     std::fs::write(&token, TOKEN).unwrap();
     {
@@ -162,7 +162,7 @@ fn storch_in_pod(cluster: &Cluster) -> Server {
 }
 
 /// The token Secret an operator made before the install (the install uses it).
-fn put_token_secret(kube: &FakeKube, ns: &str) {
+pub(crate) fn put_token_secret(kube: &FakeKube, ns: &str) {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(TOKEN);
     kube.put(
