@@ -65,6 +65,13 @@ pub enum Command {
     /// CSI plugin processes: `csi node` serves the Node service on a node.
     #[command(subcommand)]
     Csi(super::commands::csi::CsiKind),
+    /// Install storch on a Kubernetes cluster, after checking everything the install needs
+    /// (--dry-run: only check).
+    Install(Box<super::commands::install::InstallArgs>),
+    /// Remove what `storch install` made (its data PVC too with --all).
+    Uninstall(super::commands::install::UninstallArgs),
+    /// Print storch's pod logs, or gather them for a support case (--archive).
+    Logs(super::commands::install::LogsArgs),
 }
 
 #[derive(Debug, Clone, Args)]

@@ -7,6 +7,7 @@
 //! export`, `replay`) open a stopped server's event log through [`crate::log`] and refuse one a
 //! server holds.
 
+pub mod archive;
 pub mod args;
 pub mod client;
 pub mod client_args;

@@ -20,6 +20,7 @@ mod claims;
 mod classes;
 mod drift;
 mod expand;
+pub mod install;
 mod lease;
 mod roles;
 mod sweep;

@@ -497,3 +497,91 @@ async fn the_labs_kubernetes_claims_bind_on_the_expected_backends() {
     lab.server.stop();
     kube.shutdown().await;
 }
+
+/// Section 10 of the page: `storch install --dry-run`, `storch install`, `storch logs -a` and
+/// `storch uninstall -a` in the namespace `trident`, with the lab's ONTAP backend file pointed
+/// at the simulator binary, on the fake API server (the test plays the kubelet; a `storch
+/// serve` child stands for the pod, reached with `--storch-url`, so its token Secret exists
+/// before the install).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lab_installs_storch_in_the_cluster_as_docs_lab_md_shows() {
+    use crate::install::{Cluster, put_token_secret, storch_in_pod, write_json};
+    let c = Cluster::start().await;
+    let ontap = SimProcess::spawn(c.dir.path(), "ontap", &["--svm", "svm0"]);
+    let mut doc = example_json("backend-ontap-nas.json");
+    doc["managementLIF"] = json!(ontap.addr);
+    doc["trustedCACertificate"] = json!(ontap.ca_pem());
+    let backend = write_json(&c.path("backend-ontap-nas.json"), &doc);
+    let class = example("lab/storage-class-ontap-gold.json")
+        .display()
+        .to_string();
+    put_token_secret(&c.kube, "trident");
+    let server = storch_in_pod(&c);
+    server.wait_ready(&storch::net::client()).await;
+    let args = [
+        "install",
+        "-n",
+        "trident",
+        "--backend",
+        &backend,
+        "--storage-class",
+        &class,
+        "--storch-url",
+        &server.url,
+    ];
+    let mut dry_run = args.to_vec();
+    dry_run.push("--dry-run");
+    let from = c.kube.requests().len();
+    let out = c.run(&dry_run).await.ok();
+    println!("{}", out.stdout);
+    assert!(out.stdout.contains(&format!("ok      backend {backend}: {ONTAP} (ontap-nas) is reachable from here and initialised, 2 pools")), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .ends_with("dry run completed, no problems found\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(c.writes(from).is_empty());
+
+    let logs = [("storch", "storch core is ready\n")];
+    let (out, ()) = tokio::join!(c.run(&args), c.play_kubelet("trident", &logs));
+    println!("{}", out.stdout);
+    let out = out.ok();
+    assert!(
+        out.stdout
+            .contains("storch is installed in namespace trident and ready."),
+        "{}",
+        out.stdout
+    );
+    let storch = |args: &[&str]| {
+        let mut all = vec![
+            "--server",
+            server.url.as_str(),
+            "--token",
+            crate::install::TOKEN,
+        ];
+        all.extend(args);
+        storch(&all, &[], None)
+    };
+    let backends = storch(&["get", "backend", "-o", "name"]).ok();
+    assert_eq!(backends.stdout, format!("{ONTAP}\n"));
+    let classes = storch(&["get", "storageclass", "-o", "name"]).ok();
+    assert_eq!(classes.stdout, "ontap-gold\n");
+
+    let out = c.run(&["logs", "-n", "trident", "-a"]).await.ok();
+    assert!(
+        out.stdout.contains("storch core is ready"),
+        "{}",
+        out.stdout
+    );
+    let out = c.run(&["uninstall", "-n", "trident", "-a"]).await.ok();
+    println!("{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("deleted PersistentVolumeClaim trident/storch-data"),
+        "{}",
+        out.stdout
+    );
+    assert!(c.kube.get("namespaces", None, "trident").is_none());
+    assert!(c.kube.list("deployments", None).is_empty());
+}

@@ -14,6 +14,7 @@ mod csi;
 mod deploy;
 mod drift;
 mod eseries;
+mod install;
 mod k8s;
 mod lab;
 mod layering;

@@ -50,6 +50,9 @@ pub fn run(args: ClientArgs, command: Command) -> CliResult<()> {
         Command::Replay(r) => audit::replay(&r, format),
         Command::Bench(kind) => super::bench::run(kind),
         Command::Csi(kind) => super::csi::run(kind),
+        Command::Install(a) => super::install::install(&args, *a),
+        Command::Uninstall(a) => super::install::uninstall(a),
+        Command::Logs(a) => super::install::logs(&args, a),
         Command::Events(EventsArgs {
             offline: Some(offline),
             ..
@@ -85,7 +88,10 @@ async fn run_rest(ctx: &Ctx, command: Command) -> CliResult<()> {
         | Command::Replay(_)
         | Command::Completion(_)
         | Command::Bench(_)
-        | Command::Csi(_) => {
+        | Command::Csi(_)
+        | Command::Install(_)
+        | Command::Uninstall(_)
+        | Command::Logs(_) => {
             unreachable!("run() handles these without a server")
         }
     }

@@ -7,6 +7,7 @@ pub mod csi;
 pub mod drift;
 pub mod events;
 pub mod explain;
+pub mod install;
 pub mod objects;
 pub mod serve;
 pub mod version;

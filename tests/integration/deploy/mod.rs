@@ -14,6 +14,7 @@ mod install;
 mod csi;
 mod csi_checks;
 mod examples_csi;
+mod generate;
 mod helm;
 mod manifests;
 

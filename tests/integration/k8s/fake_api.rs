@@ -822,3 +822,136 @@ async fn kube_event_recorder_creates_then_patches_a_series() {
     assert_eq!(methods, ["POST", "PATCH"]);
     fake.shutdown().await;
 }
+
+/// What `storch install`, `uninstall` and `logs` ask of the API server, answered as the
+/// apiserver does: SelfSubjectAccessReviews (allowed unless a test denies), server-side apply
+/// (a field manager required and recorded; the sole manager's next apply replaces what it
+/// dropped, the status stays), the version, pod logs by container, and a deleted namespace
+/// taking its objects with it.
+#[tokio::test]
+async fn install_verbs_have_apiserver_semantics() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::LogParams;
+    let fake = FakeKube::start().await;
+    let client = fake.client();
+    // Access reviews.
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let ask = |verb: &str, ns: &str| -> SelfSubjectAccessReview {
+        serde_json::from_value(json!({"spec": {"resourceAttributes":
+            {"verb": verb, "group": "apps", "resource": "deployments", "namespace": ns}}}))
+        .unwrap()
+    };
+    let allowed = async |review: SelfSubjectAccessReview| {
+        reviews
+            .create(&PostParams::default(), &review)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .allowed
+    };
+    assert!(allowed(ask("create", "storch")).await);
+    fake.deny("create", "apps", "deployments", Some("storch"));
+    assert!(!allowed(ask("create", "storch")).await);
+    assert!(allowed(ask("create", "other")).await);
+    assert!(allowed(ask("patch", "storch")).await);
+    assert!(
+        fake.list("selfsubjectaccessreviews", None).is_empty(),
+        "reviews are not stored"
+    );
+    // Server-side apply.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "storch");
+    let doc = |image: &str, extra_label: bool| {
+        let mut labels = json!({"app": "storch"});
+        if extra_label {
+            labels["tier"] = json!("api");
+        }
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "storch", "namespace": "storch", "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": "storch"}},
+                     "template": {"metadata": {"labels": {"app": "storch"}},
+                                  "spec": {"containers": [{"name": "storch", "image": image}]}}},
+        })
+    };
+    let no_manager = deployments
+        .patch(
+            "storch",
+            &PatchParams::default(),
+            &Patch::Apply(&doc("storch:1", true)),
+        )
+        .await;
+    assert_eq!(api_code(no_manager).0, 400);
+    assert!(fake.get("deployments", Some("storch"), "storch").is_none());
+    let ssa = PatchParams::apply("storch-install").force();
+    deployments
+        .patch("storch", &ssa, &Patch::Apply(&doc("storch:1", true)))
+        .await
+        .unwrap();
+    let mut stored = fake.get("deployments", Some("storch"), "storch").unwrap();
+    let fields = stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(fields.len(), 1);
+    assert_eq!(fields[0]["manager"], "storch-install");
+    assert_eq!(fields[0]["operation"], "Apply");
+    stored["status"] = json!({"readyReplicas": 1});
+    fake.put("deployments", stored);
+    deployments
+        .patch("storch", &ssa, &Patch::Apply(&doc("storch:2", false)))
+        .await
+        .unwrap();
+    let stored = fake.get("deployments", Some("storch"), "storch").unwrap();
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["containers"][0]["image"],
+        "storch:2"
+    );
+    assert!(
+        stored["metadata"]["labels"]["tier"].is_null(),
+        "the dropped label stayed"
+    );
+    assert_eq!(stored["status"]["readyReplicas"], 1);
+    assert_eq!(
+        stored["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // The version.
+    fake.set_version("1", "30");
+    let info = client.apiserver_version().await.unwrap();
+    assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "30"));
+    // Pod logs.
+    fake.put("pods", json!({"metadata": {"name": "p", "namespace": "storch"},
+        "spec": {"containers": [{"name": "storch", "image": "x"}, {"name": "side", "image": "y"}]}}));
+    fake.set_log("storch", "p", "storch", "line one\n");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "storch");
+    let lp = |c: &str| LogParams {
+        container: Some(c.into()),
+        ..LogParams::default()
+    };
+    assert_eq!(pods.logs("p", &lp("storch")).await.unwrap(), "line one\n");
+    assert_eq!(pods.logs("p", &lp("side")).await.unwrap(), "");
+    assert_eq!(api_code(pods.logs("p", &lp("nope")).await).0, 400);
+    assert_eq!(
+        api_code(pods.logs("p", &LogParams::default()).await).0,
+        400,
+        "two containers, none named"
+    );
+    assert_eq!(api_code(pods.logs("gone", &lp("storch")).await).0, 404);
+    // A deleted namespace takes what is in it.
+    fake.put("namespaces", json!({"metadata": {"name": "storch"}}));
+    fake.put("namespaces", json!({"metadata": {"name": "other"}}));
+    fake.put(
+        "secrets",
+        json!({"metadata": {"name": "kept", "namespace": "other"}}),
+    );
+    fake.remove("namespaces", None, "storch");
+    assert!(fake.get("deployments", Some("storch"), "storch").is_none());
+    assert!(fake.get("pods", Some("storch"), "p").is_none());
+    assert!(fake.get("secrets", Some("other"), "kept").is_some());
+}

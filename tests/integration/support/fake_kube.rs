@@ -90,6 +90,61 @@ pub const RESOURCES: &[ResourceDef] = &[
     ),
     res("leases", "coordination.k8s.io", "v1", "Lease", true, false),
     res("events", "events.k8s.io", "v1", "Event", true, false),
+    // What `storch install` writes.
+    res("serviceaccounts", "", "v1", "ServiceAccount", true, false),
+    res("services", "", "v1", "Service", true, true),
+    res("deployments", "apps", "v1", "Deployment", true, true),
+    res("statefulsets", "apps", "v1", "StatefulSet", true, true),
+    res("daemonsets", "apps", "v1", "DaemonSet", true, true),
+    res(
+        "clusterroles",
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        false,
+        false,
+    ),
+    res(
+        "clusterrolebindings",
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        false,
+        false,
+    ),
+    res(
+        "roles",
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        true,
+        false,
+    ),
+    res(
+        "rolebindings",
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        true,
+        false,
+    ),
+    res(
+        "csidrivers",
+        "storage.k8s.io",
+        "v1",
+        "CSIDriver",
+        false,
+        false,
+    ),
+    // Create-only: answered from the denials set with `FakeKube::deny`, never stored.
+    res(
+        "selfsubjectaccessreviews",
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        false,
+        false,
+    ),
 ];
 
 /// How many changes the watch history keeps before it compacts itself.
@@ -132,6 +187,8 @@ pub struct Request {
     /// A list or watch of a collection with `watch=true`.
     pub watch: bool,
     pub status: u16,
+    /// The query string, as sent.
+    pub query: String,
 }
 
 struct Fault {
@@ -193,6 +250,12 @@ struct State {
     requests: Vec<Request>,
     faults: Vec<Fault>,
     binder: bool,
+    /// SelfSubjectAccessReviews answered `allowed: false`: (verb, group, resource, namespace).
+    denials: Vec<(String, String, String, Option<String>)>,
+    /// What `/version` reports: (major, minor).
+    version: (String, String),
+    /// Container logs: (namespace, pod, container) → text.
+    logs: BTreeMap<(String, String, String), String>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -227,6 +290,9 @@ impl FakeKube {
             requests: Vec::new(),
             faults: Vec::new(),
             binder: true,
+            denials: Vec::new(),
+            version: ("1".into(), "33".into()),
+            logs: BTreeMap::new(),
         }));
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = shared.clone();
@@ -420,6 +486,30 @@ impl FakeKube {
     }
 
     /// Turns the PV binder emulation on or off (on by default). Turning it on runs it.
+    /// SelfSubjectAccessReviews for `verb` on `resource` of `group` (in `namespace`, or
+    /// cluster-wide for `None`) answer `allowed: false` from now on.
+    pub fn deny(&self, verb: &str, group: &str, resource: &str, namespace: Option<&str>) {
+        lock(&self.shared).denials.push((
+            verb.into(),
+            group.into(),
+            resource.into(),
+            namespace.map(String::from),
+        ));
+    }
+
+    /// The version `/version` reports.
+    pub fn set_version(&self, major: &str, minor: &str) {
+        lock(&self.shared).version = (major.into(), minor.into());
+    }
+
+    /// What `GET .../pods/POD/log?container=CONTAINER` answers (the kubelet's part).
+    pub fn set_log(&self, namespace: &str, pod: &str, container: &str, text: &str) {
+        lock(&self.shared).logs.insert(
+            (namespace.into(), pod.into(), container.into()),
+            text.into(),
+        );
+    }
+
     pub fn set_binder(&self, on: bool) {
         let mut state = lock(&self.shared);
         state.binder = on;
@@ -680,6 +770,124 @@ fn apply_defaults(res: usize, obj: &mut Value) {
             map.insert(field.to_string(), value.clone());
         }
     }
+}
+
+/// The `managedFields` of an applied object: the stored ones with `manager`'s entry (operation
+/// `Apply`) replaced.
+fn record_manager(patch: &mut Value, stored: &Value, manager: &str, api_version: &str) {
+    let mut fields: Vec<Value> = stored
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    fields.retain(|f| f["manager"] != manager || f["operation"] != "Apply");
+    fields.push(json!({
+        "manager": manager, "operation": "Apply", "apiVersion": api_version,
+        "time": now_rfc3339(), "fieldsType": "FieldsV1", "fieldsV1": {},
+    }));
+    meta_mut(patch).insert("managedFields".into(), json!(fields));
+}
+
+/// Server-side apply as far as one manager goes: when the applying manager is the only one,
+/// its object replaces every field but `status` and the server's metadata (fields it dropped
+/// are gone); with other managers, the applied fields are merged in.
+fn apply_patch(target: &mut Value, patch: &Value) {
+    let managers: Vec<&Value> = patch
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|f| f.iter().map(|e| &e["manager"]).collect())
+        .unwrap_or_default();
+    let sole = managers.windows(2).all(|w| w[0] == w[1]);
+    if !sole {
+        merge_patch(target, patch);
+        return;
+    }
+    let status = target.get("status").cloned();
+    let old_meta = target.get("metadata").cloned().unwrap_or(json!({}));
+    let mut next = patch.clone();
+    let meta = meta_mut(&mut next);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "resourceVersion",
+        "generation",
+        "deletionTimestamp",
+        "finalizers",
+    ] {
+        if let Some(v) = old_meta.get(field) {
+            meta.entry(field.to_string()).or_insert(v.clone());
+        }
+    }
+    if let (Some(status), Some(map)) = (status, next.as_object_mut()) {
+        map.insert("status".into(), status);
+    }
+    *target = next;
+}
+
+/// `GET /api/v1/namespaces/NS/pods/POD/log[?container=C]`: what [`FakeKube::set_log`] set
+/// (the pod must exist, the container must be one of its spec's; without `container`, a pod of
+/// one container). `None` for any other request.
+fn pod_log(
+    shared: &Shared,
+    method: &str,
+    path: &str,
+    params: &BTreeMap<String, String>,
+) -> Option<hyper::Response<Body>> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let ["api", "v1", "namespaces", ns, "pods", pod, "log"] = segments.as_slice() else {
+        return None;
+    };
+    if method != "GET" {
+        return Some(error_response(&err(
+            405,
+            "MethodNotAllowed",
+            "logs are read with GET",
+        )));
+    }
+    let state = lock(shared);
+    let res = resource_index("pods");
+    let Some(stored) = state.objects.get(&(res, ns.to_string(), pod.to_string())) else {
+        return Some(error_response(&not_found(res, pod)));
+    };
+    let containers: Vec<String> = stored
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str().map(String::from))
+        .collect();
+    let container = match params.get("container") {
+        Some(c) => c.clone(),
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return Some(error_response(&err(
+                400,
+                "BadRequest",
+                format!(
+                    "a container name must be specified for pod {pod}, choose one of: {containers:?}"
+                ),
+            )));
+        }
+    };
+    if !containers.contains(&container) {
+        return Some(error_response(&err(
+            400,
+            "BadRequest",
+            format!("container {container} is not valid for pod {pod}"),
+        )));
+    }
+    let text = state
+        .logs
+        .get(&(ns.to_string(), pod.to_string(), container))
+        .cloned()
+        .unwrap_or_default();
+    Some(
+        hyper::Response::builder()
+            .status(200)
+            .header("content-type", "text/plain")
+            .body(Full::new(Bytes::from(text)).boxed_unsync())
+            .unwrap(),
+    )
 }
 
 /// RFC 7386.
@@ -1224,8 +1432,43 @@ impl State {
         Ok(self.commit(key, Some(new)).unwrap_or(old))
     }
 
+    /// A SelfSubjectAccessReview: allowed unless a denial matches.
+    fn access_review(&self, mut review: Value) -> ApiResult<Value> {
+        let attrs = review
+            .pointer("/spec/resourceAttributes")
+            .cloned()
+            .ok_or_else(|| err(400, "BadRequest", "spec.resourceAttributes is required"))?;
+        let field = |k: &str| attrs[k].as_str().unwrap_or("").to_string();
+        let namespace = Some(field("namespace")).filter(|n| !n.is_empty());
+        let denied = self.denials.iter().any(|(verb, group, resource, ns)| {
+            *verb == field("verb")
+                && *group == field("group")
+                && *resource == field("resource")
+                && (ns.is_none() || *ns == namespace)
+        });
+        fill_type(resource_index("selfsubjectaccessreviews"), &mut review);
+        review["status"] = if denied {
+            json!({"allowed": false, "reason": "denied by the test"})
+        } else {
+            json!({"allowed": true})
+        };
+        Ok(review)
+    }
+
     fn delete(&mut self, key: Key, options: &Value) -> ApiResult<Value> {
         let res = key.0;
+        if RESOURCES[res].kind == "Namespace" && self.objects.contains_key(&key) {
+            // The namespace controller's part: what is in it goes with it.
+            let inside: Vec<Key> = self
+                .objects
+                .keys()
+                .filter(|(r, ns, _)| RESOURCES[*r].namespaced && *ns == key.2)
+                .cloned()
+                .collect();
+            for k in inside {
+                self.commit(k, None);
+            }
+        }
         let old = self
             .objects
             .get(&key)
@@ -1631,6 +1874,7 @@ async fn handle(shared: Shared, req: hyper::Request<Incoming>) -> hyper::Respons
         name: target.as_ref().and_then(|t| t.name.clone()),
         watch,
         status: 0,
+        query: query.clone(),
     };
     let response = respond(
         &shared,
@@ -1659,15 +1903,20 @@ fn respond(
     watch: bool,
 ) -> hyper::Response<Body> {
     if method == "GET" && path == "/version" {
+        let (major, minor) = lock(shared).version.clone();
         return json_response(
             200,
             &json!({
-                "major": "1", "minor": "33", "gitVersion": "v1.33.0-storch-fake",
+                "major": major, "minor": minor,
+                "gitVersion": format!("v{major}.{minor}.0-storch-fake"),
                 "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
                 "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
                 "platform": "linux/amd64",
             }),
         );
+    }
+    if let Some(response) = pod_log(shared, method, path, params) {
+        return response;
     }
     let Some(target) = target else {
         return error_response(&err(
@@ -1750,6 +1999,9 @@ fn serve(
                     }),
                 ))
             }
+            "POST" if r.kind == "SelfSubjectAccessReview" => {
+                Ok((201, state.access_review(parse_body(body)?)?))
+            }
             "POST" => {
                 if r.namespaced && target.namespace.is_none() {
                     return Err(err(
@@ -1788,10 +2040,23 @@ fn serve(
             Ok((200, state.delete(key, &options)?))
         }
         "PATCH" => {
-            let patch = parse_body(body)?;
+            let mut patch = parse_body(body)?;
             let media = content_type.split(';').next().unwrap_or("").trim();
+            let apply = media == "application/apply-patch+yaml";
+            if apply {
+                // Server-side apply: a field manager is required, and recorded.
+                let Some(manager) = params.get("fieldManager").filter(|m| !m.is_empty()) else {
+                    return Err(err(
+                        400,
+                        "BadRequest",
+                        "PATCH, application/apply-patch+yaml: fieldManager is required",
+                    ));
+                };
+                let previous = stored.as_ref().map_or(Value::Null, |s| s.clone());
+                record_manager(&mut patch, &previous, manager, &r.api_version());
+            }
             let Some(stored) = stored else {
-                if media == "application/apply-patch+yaml" && !target.status {
+                if apply && !target.status {
                     let mut obj = patch;
                     meta_mut(&mut obj).insert("name".into(), json!(name));
                     return Ok((201, state.create(res, &ns, obj)?));
@@ -1800,9 +2065,10 @@ fn serve(
             };
             let mut patched = stored.clone();
             match media {
-                "application/merge-patch+json"
-                | "application/strategic-merge-patch+json"
-                | "application/apply-patch+yaml" => merge_patch(&mut patched, &patch),
+                "application/apply-patch+yaml" => apply_patch(&mut patched, &patch),
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                    merge_patch(&mut patched, &patch)
+                }
                 "application/json-patch+json" => json_patch(&mut patched, &patch)?,
                 other => {
                     return Err(err(
