@@ -96,7 +96,6 @@ fn pages(volume: &str) -> Vec<(&'static str, Vec<String>)> {
             "one volume",
             vec![
                 format!("/storch/v1/volumes/{volume}"),
-                format!("/trident/v1/events?object=volume/{volume}&limit=100000"),
                 "/storch/v1/overview".into(),
             ],
         ),

@@ -595,3 +595,157 @@ async fn the_dashboard_in_a_real_browser() {
     drop(server);
     drop(etcd);
 }
+
+/// The dashboard's reads in-process, without a browser: the volume history served from the
+/// stream index equals the event log's list for that object, also after more events (the
+/// index catches up); bad queries are refused naming the parameter; only the static files are
+/// served without the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_reads_agree_with_the_log_and_need_the_token() {
+    use storch::api::{AuthToken, RouterOptions, ServeOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = start(tmp.path()).await;
+    let server = crate::support::http::TestServer::start(
+        rt,
+        ServeOptions {
+            router: RouterOptions {
+                auth: Some(AuthToken::new(TOKEN).unwrap()),
+            },
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let api = Api {
+        http: storch::net::client(),
+        url: server.url.clone(),
+    };
+    api.post(
+        "/trident/v1/backend",
+        fake_backend("f", "file", &[("p", ssd())]),
+    )
+    .await;
+    eventually("f online", async || {
+        api.send(reqwest::Method::GET, "/trident/v1/backend/f", None)
+            .await
+            .1["backend"]["state"]
+            == "online"
+    })
+    .await;
+    api.post("/trident/v1/storageclass", json!({"name": "any"}))
+        .await;
+    let history = async |name: &str| -> (Value, Value) {
+        let detail = api.get(&format!("/storch/v1/volumes/{name}")).await;
+        let listed = api
+            .get(&format!("/trident/v1/events?object=volume/{name}"))
+            .await;
+        (
+            detail["volume"]["history"].clone(),
+            listed["events"].clone(),
+        )
+    };
+    for i in 0..3 {
+        api.post(
+            "/trident/v1/volume",
+            json!({"name": format!("v{i}"), "size": "1Gi", "storageClass": "any"}),
+        )
+        .await;
+    }
+    let (served, listed) = history("v1").await;
+    assert_eq!(served.as_array().unwrap().len(), 3, "{served}");
+    assert_eq!(served, listed);
+    // more events after the index was built: a snapshot of v1, and a new volume
+    api.post("/trident/v1/volume/v1/snapshot", json!({"name": "s"}))
+        .await;
+    api.post(
+        "/trident/v1/volume",
+        json!({"name": "v9", "size": "1Gi", "storageClass": "any"}),
+    )
+    .await;
+    let (served, listed) = history("v1").await;
+    assert_eq!(served.as_array().unwrap().len(), 5, "{served}");
+    assert_eq!(served, listed);
+    let (served, listed) = history("v9").await;
+    assert_eq!(served, listed);
+    let detail = api.get("/storch/v1/volumes/v1").await["volume"].clone();
+    assert_eq!(detail["snapshots"][0]["name"], "s");
+    assert_eq!(detail["sizeBytes"], 1u64 << 30);
+
+    // the table
+    let page = api.get("/storch/v1/volumes?sort=-name&limit=2").await;
+    assert_eq!(
+        (page["matched"].clone(), page["total"].clone()),
+        (json!(4), json!(4))
+    );
+    let names: Vec<&str> = page["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["v9", "v2"]);
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("sort=colour", "sort"),
+        ("state=gone", "state"),
+        ("offset=x", "offset"),
+    ] {
+        let (s, v) = api
+            .send(
+                reqwest::Method::GET,
+                &format!("/storch/v1/volumes?{query}"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 400, "{query}: {v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("invalid query parameter {field}:")),
+            "{v}"
+        );
+        assert_eq!(v["volumes"], json!([]), "the operation's envelope");
+    }
+    let (s, v) = api
+        .send(reqwest::Method::GET, "/storch/v1/volumes/nope", None)
+        .await;
+    assert_eq!((s, v["volume"].clone()), (404, Value::Null), "{v}");
+
+    // without the token: the static files only
+    let bare = storch::net::client();
+    for path in [
+        "/storch/v1/overview",
+        "/storch/v1/volumes",
+        "/storch/v1/volumes/v1",
+        "/storch/v1/storageclasses",
+        "/storch/v1/log/verify",
+    ] {
+        let r = bare
+            .get(format!("{}{path}", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
+    for path in ["/ui/", "/ui/app.js", "/ui/style.css"] {
+        let r = bare
+            .get(format!("{}{path}", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let r = bare
+        .get(format!("{}/ui/nothing.js", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let verify = api.get("/storch/v1/log/verify").await;
+    assert_eq!(verify["verification"]["ok"], true);
+    assert_eq!(
+        verify["verification"]["events"],
+        api.get("/storch/v1/overview").await["overview"]["head"]
+    );
+    server.stop().await;
+}

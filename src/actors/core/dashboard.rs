@@ -6,13 +6,17 @@
 //! - [`Core::volume_table`]: a filtered, sorted page of the volume table.
 //! - [`Core::volume_detail`]: one volume with its placement plan, attempts, snapshots, clones.
 //! - [`Core::class_overview`]: every class with its explanation and how its volumes spread.
+//! - [`Core::history`]: one object's events, found through a [`StreamIndex`] instead of a
+//!   walk of the whole log.
 //! - [`Core::verify_log`]: the hash chain walked end to end.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use super::Core;
 use crate::actors::error::CoreError;
+use crate::actors::{EventFilter, EventRecord};
 use crate::log::VerifyReport;
 use crate::model::Protocol;
 use crate::projections::{
@@ -200,7 +204,74 @@ pub struct ClassOverview {
     pub unplaced: u64,
 }
 
+/// Which sequences each stream (`volume/NAME`, …) has in the log: built from the log on
+/// first use, then brought up to date from the records appended since, on each use. Eight
+/// bytes per event; kept by whoever serves the volume pages (the REST server).
+#[derive(Debug, Default)]
+pub struct StreamIndex(Mutex<IndexState>);
+
+#[derive(Debug, Default)]
+struct IndexState {
+    /// The last sequence indexed.
+    through: u64,
+    streams: HashMap<Box<str>, Vec<u64>>,
+}
+
 impl Core {
+    /// Every event of `object` (`volume/NAME`, `backend/NAME`, `storageclass/NAME`), oldest
+    /// first, as [`Core::events`] with that object would list them, read through `index`.
+    pub async fn history(
+        &self,
+        index: &Arc<StreamIndex>,
+        object: &str,
+    ) -> Result<Vec<EventRecord>, CoreError> {
+        EventFilter {
+            object: Some(object.to_string()),
+            ..EventFilter::default()
+        }
+        .validate()?;
+        self.shared.ensure_readable()?;
+        let log = self.shared.log().ok_or(CoreError::NotReady)?;
+        let index = index.clone();
+        let object = object.to_string();
+        let internal = |e: crate::log::LogError| CoreError::Internal(e.to_string());
+        tokio::task::spawn_blocking(move || {
+            let seqs = {
+                let mut st = index.0.lock().unwrap_or_else(|e| e.into_inner());
+                // A log cut back (a standby's divergence) invalidates what was indexed.
+                if log.head().0 < st.through {
+                    *st = IndexState::default();
+                }
+                for env in log.read_from(st.through + 1) {
+                    let env = env.map_err(internal)?;
+                    st.through = env.seq;
+                    match st.streams.get_mut(env.stream.as_str()) {
+                        Some(seqs) => seqs.push(env.seq),
+                        None => {
+                            st.streams
+                                .insert(env.stream.into_boxed_str(), vec![env.seq]);
+                        }
+                    }
+                }
+                st.streams.get(object.as_str()).cloned().unwrap_or_default()
+            };
+            let mut out = Vec::with_capacity(seqs.len());
+            for seq in seqs {
+                match log.read_from(seq).next() {
+                    Some(Ok(env)) if env.seq == seq && env.stream == object => {
+                        out.push(EventRecord::from_envelope(&env)?)
+                    }
+                    Some(Err(e)) => return Err(internal(e)),
+                    // cut back meanwhile
+                    _ => {}
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| CoreError::Internal(e.to_string()))?
+    }
+
     /// The overview page: every backend with its pools' usage, totals and alerts.
     pub fn overview(&self) -> Result<Overview, CoreError> {
         self.shared.ensure_readable()?;
@@ -249,7 +320,9 @@ impl Core {
                 let mut clones: Vec<String> = s
                     .volumes
                     .iter()
-                    .filter(|(_, v)| v.config().clone_source_volume == name)
+                    .filter(|(_, v)| {
+                        v.config_may_contain(name) && v.config().clone_source_volume == name
+                    })
                     .map(|(n, _)| n.to_string())
                     .collect();
                 clones.sort();
@@ -565,12 +638,12 @@ mod tests {
             seq += 1;
             s.apply(seq, &e);
         };
-        for (name, class, pool, gib, protocol, created) in volumes {
+        for &(name, class, pool, gib, protocol, created) in volumes {
             let config = VolumeConfig {
                 name: name.to_string(),
                 size: format!("{gib}Gi"),
                 storage_class: class.to_string(),
-                protocol: *protocol,
+                protocol,
                 ..Default::default()
             };
             apply(
@@ -588,20 +661,20 @@ mod tests {
                 Event::volume(
                     name,
                     VolumeEvent::PlacementPlanned {
-                        candidates: vec![PoolRef::new("b", *pool), PoolRef::new("b", "other")],
+                        candidates: vec![PoolRef::new("b", pool), PoolRef::new("b", "other")],
                         seed: 0,
                     },
                 ),
             );
-            if *created {
+            if created {
                 apply(
                     &mut s,
                     Event::volume(
                         name,
                         VolumeEvent::Created {
-                            pool: PoolRef::new("b", *pool),
+                            pool: PoolRef::new("b", pool),
                             internal_name: format!("i-{name}"),
-                            protocol: *protocol,
+                            protocol,
                             access: Box::new(AccessInfo::default()),
                             secrets: None,
                             adopted: false,
@@ -698,6 +771,9 @@ mod tests {
     #[test]
     fn the_table_filters_and_pages() {
         let s = sample();
+        let rec = s.volumes.get("c-vol").unwrap();
+        assert!(rec.config_may_contain("gold") && rec.config_may_contain("c-vol"));
+        assert!(!rec.config_may_contain("bronze"));
         let page = table(&s, &query(|q| q.class = Some("gold".into())));
         assert_eq!(names(&page), ["b-vol", "c-vol", "d-new"]);
         assert_eq!((page.matched, page.total), (3, 4));

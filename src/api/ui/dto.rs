@@ -10,7 +10,9 @@ use utoipa::ToSchema;
 use crate::actors::dashboard::{
     Alert, BackendOverview, ClassOverview, Overview, Spread, VolumeDetail, VolumePage, VolumeRow,
 };
-use crate::api::dto::{ExplanationExternal, PoolExternal, SnapshotExternal, VolumeExternal};
+use crate::api::dto::{
+    EventExternal, ExplanationExternal, PoolExternal, SnapshotExternal, VolumeExternal,
+};
 use crate::log::VerifyReport;
 use crate::model::StorageClassConfig;
 
@@ -152,6 +154,8 @@ pub struct VolumeDetailExternal {
     pub snapshots: Vec<SnapshotExternal>,
     /// Volumes cloned from this one.
     pub clones: Vec<String>,
+    /// Every event of the volume, oldest first (as `GET /trident/v1/events?object=volume/NAME`).
+    pub history: Vec<EventExternal>,
 }
 
 /// A pool of a backend.
@@ -349,6 +353,7 @@ impl From<VolumeDetail> for VolumeDetailExternal {
             delete_attempts: d.delete_attempts,
             snapshots: d.snapshots.into_iter().map(Into::into).collect(),
             clones: d.clones,
+            history: Vec::new(),
         }
     }
 }

@@ -6,13 +6,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::dto::VolumeDetailExternal;
 use super::dto::{
     ClassOverviewExternal, ClassOverviewResponse, OverviewResponse, VerifyResponse,
     VolumeDetailResponse, VolumeTableResponse,
 };
 use crate::actors::Core;
-use crate::api::dto::ErrorResponse;
-use crate::api::error::{ApiError, Op};
+use crate::api::AppState;
+use crate::api::dto::{ErrorResponse, EventExternal};
+use crate::api::error::{ApiError, ErrorKind, Op};
 use crate::api::handlers::{Call, ReqCtx};
 
 /// `GET /storch/v1/overview`: backends (state, last error, pools with capacity, attributes
@@ -75,7 +77,7 @@ pub(crate) async fn volumes(
 }
 
 /// `GET /storch/v1/volumes/{volume}`: the volume with its placement plan and failed attempts,
-/// snapshots and clones.
+/// snapshots, clones and whole history.
 #[utoipa::path(
     get,
     path = "/storch/v1/volumes/{volume}",
@@ -87,19 +89,26 @@ pub(crate) async fn volumes(
     ),
 )]
 pub(crate) async fn volume(
-    State(core): State<Core>,
+    State(state): State<AppState>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::UiVolume, ctx);
     let name = call.path_name("volume name", path)?;
+    let core = &state.core;
     let detail = call.core(core.volume_detail(&name))?;
-    call.reply(
-        StatusCode::OK,
-        &VolumeDetailResponse {
-            volume: detail.into(),
-        },
-    )
+    let history = call.core(
+        core.history(&state.history, &format!("volume/{name}"))
+            .await,
+    )?;
+    let history = history
+        .into_iter()
+        .map(EventExternal::from_record)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| call.fail(ErrorKind::Encode(e.to_string())))?;
+    let mut volume: VolumeDetailExternal = detail.into();
+    volume.history = history;
+    call.reply(StatusCode::OK, &VolumeDetailResponse { volume })
 }
 
 /// `GET /storch/v1/storageclasses`: every class with every pool's verdict and its volumes'

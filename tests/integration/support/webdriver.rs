@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 /// The key W3C WebDriver puts an element reference under.
-const ELEMENT: &str = "element-6066-11e4-a93c-0800fb520ae6";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// chromedriver and one browser session.
 pub struct Browser {

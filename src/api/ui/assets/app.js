@@ -128,7 +128,7 @@ async function route() {
     const nodes = await render(arg, params, mine);
     if (mine !== generation) return;
     hideLogin();
-    page().replaceChildren(...[].concat(nodes));
+    page().replaceChildren(...[].concat(nodes).flat().filter((n) => n !== null && n !== undefined && n !== false));
     setStatus("");
     document.body.dataset.loaded = name;
   } catch (e) {
@@ -355,12 +355,11 @@ async function volumes(_arg, params) {
 // One volume
 
 async function volumePage(name) {
-  const object = "volume/" + name;
-  const [{ volume: v }, { events: history }, { overview: ov }] = await Promise.all([
+  const [{ volume: v }, { overview: ov }] = await Promise.all([
     json("/storch/v1/volumes/" + encodeURIComponent(name)),
-    json("/trident/v1/events?object=" + encodeURIComponent(object) + "&limit=100000"),
     json("/storch/v1/overview"),
   ]);
+  const history = v.history;
   standby(ov);
   const c = v.Config;
   const created = history.find((e) => e.kind === "VolumeCreated" || e.kind === "VolumeImported");
@@ -589,7 +588,7 @@ function throughputTable(kind, caption) {
   if (!names.length) return h("p", { class: "muted" }, "Nothing recorded yet.");
   return h("div", { class: "table-wrap" }, h("table", { class: "stack", id: "throughput-" + kind },
     h("caption", { class: "muted" }, caption),
-    h("thead", {}, h("tr", {}, ["Operation", "Total", "ops/s now", "ops/s over " + Math.round(span / 60 * 10) / 10 + " min", "p50", "p90", "p99", "Trend"].map((t, i) => h("th", { scope: "col", class: i > 0 && i < 7 ? "num" : null }, t)))),
+    h("thead", {}, h("tr", {}, ["Operation", "Total", "ops/s now", span >= 60 ? "ops/s over " + (span / 60).toFixed(1) + " min" : "ops/s over " + Math.round(span) + " s", "p50", "p90", "p99", "Trend"].map((t, i) => h("th", { scope: "col", class: i > 0 && i < 7 ? "num" : null }, t)))),
     h("tbody", {}, names.map((name) => {
       const now = last[kind][name];
       const windowed = delta(now, first !== last ? first[kind][name] : null);
