@@ -34,7 +34,7 @@ pub struct EventRecord {
 }
 
 impl EventRecord {
-    fn from_envelope(env: &Envelope) -> Result<EventRecord, CoreError> {
+    pub(crate) fn from_envelope(env: &Envelope) -> Result<EventRecord, CoreError> {
         let event = crate::events::decode(env.schema, &env.payload)
             .map_err(|e| CoreError::Internal(format!("event {} does not decode: {e}", env.seq)))?;
         Ok(EventRecord {

@@ -32,6 +32,7 @@ mod shared;
 mod standby;
 mod volume;
 
+pub use self::core::dashboard;
 pub use self::core::{Core, Orphans, PublishRequest, UnpublishNode};
 pub use crate::projections::{
     BackendState, BackendView, Explanation, PoolExplanation, PoolView, SnapshotView,

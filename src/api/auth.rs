@@ -1,5 +1,6 @@
 //! Bearer-token authentication: when a token is configured, every route except the probes
-//! (`/livez`, `/readyz`) needs `Authorization: Bearer <token>`.
+//! (`/livez`, `/readyz`) and the dashboard's static files (`/ui/…`, which hold no data) needs
+//! `Authorization: Bearer <token>`.
 //!
 //! Only the SHA-256 of the token is kept, and a presented token is hashed and compared with it
 //! in constant time, so neither the comparison's timing nor the token's length leaks.
@@ -97,6 +98,7 @@ pub(crate) async fn require(
 ) -> Response {
     if let Some(token) = token
         && !UNAUTHENTICATED_PATHS.contains(&req.uri().path())
+        && !super::ui::is_asset_path(req.uri().path())
         && !token.admits(req.headers())
     {
         let op = Op::classify(req.method(), req.uri().path());

@@ -51,6 +51,12 @@ pub enum Op {
     ReconcileBackend,
     /// No route matched: an unknown path, or a known path with the wrong method.
     NoRoute,
+    // The dashboard's reads (`/storch/v1/…`).
+    UiOverview,
+    UiVolumes,
+    UiVolume,
+    UiStorageClasses,
+    UiVerifyLog,
 }
 
 impl Op {
@@ -87,6 +93,11 @@ impl Op {
             Op::ImportVolume => "import_volume",
             Op::ReconcileBackend => "reconcile_backend",
             Op::NoRoute => "no_route",
+            Op::UiOverview => "ui_overview",
+            Op::UiVolumes => "ui_volumes",
+            Op::UiVolume => "ui_volume",
+            Op::UiStorageClasses => "ui_storage_classes",
+            Op::UiVerifyLog => "ui_verify_log",
         }
     }
 
@@ -152,6 +163,11 @@ impl Op {
             ["readyz"] if get => Op::Readyz,
             ["metrics"] if get => Op::Metrics,
             ["openapi.json"] if get => Op::OpenApi,
+            ["storch", "v1", "overview"] if get => Op::UiOverview,
+            ["storch", "v1", "volumes"] if get => Op::UiVolumes,
+            ["storch", "v1", "volumes", name] if !name.is_empty() && get => Op::UiVolume,
+            ["storch", "v1", "storageclasses"] if get => Op::UiStorageClasses,
+            ["storch", "v1", "log", "verify"] if get => Op::UiVerifyLog,
             _ => Op::NoRoute,
         }
     }
@@ -185,6 +201,11 @@ impl Op {
             Op::ListBackends => Some(("backends", Value::Array(Vec::new()))),
             Op::ListVolumes => Some(("volumes", Value::Array(Vec::new()))),
             Op::ListStorageClasses => Some(("storageClasses", Value::Array(Vec::new()))),
+            Op::UiOverview => Some(("overview", Value::Null)),
+            Op::UiVolumes => Some(("volumes", Value::Array(Vec::new()))),
+            Op::UiVolume => Some(("volume", Value::Null)),
+            Op::UiStorageClasses => Some(("storageClasses", Value::Array(Vec::new()))),
+            Op::UiVerifyLog => Some(("verification", Value::Null)),
             Op::DeleteBackend
             | Op::DeleteVolume
             | Op::DeleteStorageClass

@@ -208,7 +208,7 @@ pub struct EventsQuery {
     pub follow: bool,
 }
 
-fn query_error(name: &str, message: impl Into<String>) -> InputError {
+pub(crate) fn query_error(name: &str, message: impl Into<String>) -> InputError {
     InputError::Query {
         name: name.to_string(),
         message: message.into(),
@@ -216,7 +216,7 @@ fn query_error(name: &str, message: impl Into<String>) -> InputError {
 }
 
 /// Each known parameter at most once, no unknown ones.
-fn query_params<'a>(
+pub(crate) fn query_params<'a>(
     pairs: &'a [(String, String)],
     known: &[&'static str],
 ) -> Result<std::collections::BTreeMap<&'static str, &'a str>, InputError> {

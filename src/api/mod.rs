@@ -11,6 +11,8 @@
 //! - `handlers/`: one file per resource; input parsing and validation are plain functions in
 //!   `input`, wire shapes in [`dto`], and the mapping of every failure to a status code and
 //!   an error envelope in [`error`].
+//! - `ui`: the read-only web dashboard at `/ui/` (embedded assets) and its read endpoints
+//!   under `/storch/v1/`.
 //! - `server`: the accept loop (TLS handshakes, header-read timeout, graceful shutdown);
 //!   [`tls`] loads certificates; `auth` checks bearer tokens; [`prometheus`] is the Prometheus
 //!   recorder and exposition; [`openapi`] the generated document.
@@ -33,6 +35,7 @@ mod redact;
 mod routes;
 mod server;
 pub mod tls;
+mod ui;
 
 use std::future::Future;
 use std::time::Duration;
@@ -152,6 +155,8 @@ impl Stopping {
 pub(crate) struct AppState {
     pub core: Core,
     pub stopping: Stopping,
+    /// Each object's events, for the dashboard's volume pages.
+    pub history: std::sync::Arc<crate::actors::dashboard::StreamIndex>,
 }
 
 impl FromRef<AppState> for Core {
@@ -179,12 +184,17 @@ pub fn router_with(core: Core, options: &RouterOptions) -> Router {
 
 pub(crate) fn app(core: Core, options: &RouterOptions, stopping: Stopping) -> Router {
     prometheus::install();
-    let state = AppState { core, stopping };
+    let state = AppState {
+        core,
+        stopping,
+        history: Default::default(),
+    };
     let mut router = Router::new();
     for route in routes::table() {
         router = router.route(route.path, route.endpoint);
     }
     router
+        .merge(ui::routes())
         .fallback(handlers::unknown_path)
         .method_not_allowed_fallback(handlers::wrong_method)
         .with_state(state)

@@ -14,6 +14,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::dto;
 use super::handlers::{backend, drift, events, health, snapshot, storage_class, volume};
+use super::ui::handlers as ui;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -58,6 +59,11 @@ use super::handlers::{backend, drift, events, health, snapshot, storage_class, v
         health::readyz,
         health::metrics,
         health::openapi,
+        ui::overview,
+        ui::volumes,
+        ui::volume,
+        ui::storage_classes,
+        ui::verify_log,
     ),
     components(schemas(dto::ErrorResponse, OfferDoc, AccessInfoDoc)),
     modifiers(&BearerAuth),

@@ -9,6 +9,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use super::AppState;
 use super::error::Op;
 use super::handlers::{self, backend, drift, events, health, snapshot, storage_class, volume};
+use super::ui::handlers as ui;
 
 /// One method on one path.
 pub(crate) struct RouteDef {
@@ -184,6 +185,27 @@ pub(crate) fn table() -> Vec<RouteDef> {
         route(M::GET, "/readyz", Op::Readyz, health::readyz),
         route(M::GET, "/metrics", Op::Metrics, health::metrics),
         route(M::GET, "/openapi.json", Op::OpenApi, health::openapi),
+        // storch: the dashboard's reads
+        route(M::GET, "/storch/v1/overview", Op::UiOverview, ui::overview),
+        route(M::GET, "/storch/v1/volumes", Op::UiVolumes, ui::volumes),
+        route(
+            M::GET,
+            "/storch/v1/volumes/{volume}",
+            Op::UiVolume,
+            ui::volume,
+        ),
+        route(
+            M::GET,
+            "/storch/v1/storageclasses",
+            Op::UiStorageClasses,
+            ui::storage_classes,
+        ),
+        route(
+            M::GET,
+            "/storch/v1/log/verify",
+            Op::UiVerifyLog,
+            ui::verify_log,
+        ),
     ]
 }
 

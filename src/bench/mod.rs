@@ -1,5 +1,6 @@
 //! Offline benchmarks (`storch bench`): the whole provisioning pipeline in-process against
-//! fake backends, with baselines measured in the same run, and cold replay.
+//! fake backends, with baselines measured in the same run, cold replay, and the dashboard's
+//! page loads (`ui`).
 //!
 //! Everything here measures; nothing asserts a speed. Results come as a [`ProvisionReport`] or
 //! [`ReplayReport`], printed as a table or as stable JSON (field names are part of the
@@ -9,9 +10,11 @@ pub mod etcd;
 pub mod provision;
 pub mod recorder;
 pub mod replay;
+pub mod ui;
 
 pub use provision::{ArrayTarget, Mix, ProvisionOptions, ProvisionReport, run_provision};
 pub use replay::{ReplayOptions, ReplayReport, run_replay};
+pub use ui::{UiOptions, UiReport, run_ui};
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -49,7 +49,9 @@ pub struct ReplayReport {
     pub replay_rss_bytes_per_volume: Option<f64>,
 }
 
-async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
+/// Writes a log of `volumes` created volumes (one fake backend, one pool, one class) under
+/// `dir/log`; returns the number of events. `storch bench ui` serves the same log.
+pub(crate) async fn build(dir: &std::path::Path, volumes: u64) -> Result<u64, String> {
     let log = EventLog::open(&dir.join("log"), Durability::Write).map_err(|e| e.to_string())?;
     let appender = log.start_writer(Arc::new(DiscardSink));
     let config = serde_json::json!({

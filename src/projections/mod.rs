@@ -140,6 +140,13 @@ impl VolumeRecord {
         }
     }
 
+    /// Whether `text` occurs anywhere in the encoded config: a cheap test before decoding it
+    /// (false means no field holds `text`; true means decode and look).
+    pub fn config_may_contain(&self, text: &str) -> bool {
+        let needle = text.as_bytes();
+        needle.is_empty() || self.config.windows(needle.len()).any(|w| w == needle)
+    }
+
     fn update_config(&mut self, f: impl FnOnce(&mut VolumeConfig)) {
         let mut config = self.config();
         f(&mut config);

@@ -26,3 +26,4 @@ mod replay;
 mod replication;
 mod secrets;
 mod solidfire;
+mod ui;

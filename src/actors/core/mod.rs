@@ -5,9 +5,11 @@
 //! - `publish`: volumes made available to hosts and taken away.
 //! - `drift`: reconcile a backend with its array, orphans, import.
 //! - `explain`: why each pool would or would not take a volume of a class.
+//! - `dashboard`: one read per page of the web dashboard (`/ui/`).
 
 mod backends;
 mod classes;
+pub mod dashboard;
 mod drift;
 mod explain;
 mod publish;

@@ -1,4 +1,4 @@
-//! `storch bench provision|replay`: offline benchmarks (see `crate::bench`), printed as a table
+//! `storch bench provision|replay|ui`: offline benchmarks (see `crate::bench`), printed as a table
 //! or, with `--json`, as the stable JSON report.
 
 use std::io::{IsTerminal, Write};
@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::bench::{Mix, ProvisionOptions, ProvisionReport, ReplayOptions, ReplayReport};
+use crate::bench::{
+    Mix, ProvisionOptions, ProvisionReport, ReplayOptions, ReplayReport, UiOptions, UiReport,
+};
 use crate::cli::error::{CliError, CliResult};
 use crate::log::Durability;
 
@@ -16,6 +18,24 @@ pub enum BenchKind {
     Provision(Box<ProvisionArgs>),
     /// Build a log of N volumes' lifecycles and measure cold replay.
     Replay(BenchReplayArgs),
+    /// Serve a log of N volumes and time the dashboard's page loads (its REST reads).
+    Ui(BenchUiArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchUiArgs {
+    /// Volumes in the log.
+    #[arg(long, default_value_t = 100_000)]
+    pub volumes: u64,
+    /// Times each request is made.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: u64,
+    /// Where the log goes (default: a temporary directory, removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print the JSON report instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -151,6 +171,20 @@ pub fn run(kind: BenchKind) -> CliResult<()> {
                 to_json(&report)?
             } else {
                 replay_table(&report)
+            }
+        }
+        BenchKind::Ui(a) => {
+            let report = runtime
+                .block_on(crate::bench::run_ui(UiOptions {
+                    volumes: a.volumes,
+                    rounds: a.rounds,
+                    data_dir: a.data_dir,
+                }))
+                .map_err(CliError::Settings)?;
+            if a.json {
+                to_json(&report)?
+            } else {
+                ui_table(&report)
             }
         }
     };
@@ -311,5 +345,34 @@ fn replay_table(r: &ReplayReport) -> String {
     for (k, v) in rows {
         out.push_str(&format!("{k:<24}{v}\n"));
     }
+    out
+}
+
+fn ui_table(r: &UiReport) -> String {
+    let mut out = format!(
+        "storch bench ui: {} volumes ({} events, built in {:.1} s), {} rounds per request\n\n",
+        r.options.volumes, r.events, r.build_s, r.options.rounds
+    );
+    let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
+    for page in &r.pages {
+        out.push_str(&format!(
+            "{}: p50 {:.1} ms, p99 {:.1} ms (sum of its requests)\n",
+            page.page, page.sum_p50_ms, page.sum_p99_ms
+        ));
+        for req in &page.requests {
+            out.push_str(&format!(
+                "  {:<60} p50 {:>9}  p99 {:>9}  {} bytes\n",
+                req.path,
+                ms(req.latency.p50_us),
+                ms(req.latency.p99_us),
+                req.bytes
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nhash-chain verification (loaded beside the overview and events pages): p50 {}, p99 {}\n",
+        ms(r.verify.latency.p50_us),
+        ms(r.verify.latency.p99_us)
+    ));
     out
 }

@@ -20,6 +20,7 @@ pub mod ontap;
 pub mod server;
 pub mod sim_process;
 pub mod solidfire;
+pub mod webdriver;
 
 pub use load::{Acked, check_acknowledged, load};
 pub use server::Server;
