@@ -36,6 +36,24 @@ pub(super) async fn replay_log(shared: &Shared, log: &Arc<EventLog>) -> Option<S
     Some(state)
 }
 
+/// As the etcd leader: stores the projection as etcd's checkpoint (see
+/// `replication::checkpoint`), so that etcd can drop the records before it.
+pub(super) async fn publish_checkpoint(shared: &Shared, node: &crate::replication::Node) {
+    let (seq, bytes) = shared.projection.read(|s| (s.head, s.encode()));
+    let Some(log) = shared.log() else { return };
+    let Some(hash) = log.hash_at(seq) else {
+        tracing::warn!(
+            seq,
+            "no record at the projection's head; no checkpoint in etcd"
+        );
+        return;
+    };
+    let anchor = crate::log::Anchor { seq, hash };
+    if let Err(e) = node.publish_checkpoint(anchor, &bytes).await {
+        tracing::warn!(seq, error = %e, "could not store a checkpoint in etcd");
+    }
+}
+
 pub(super) async fn checkpoint(shared: &Shared) {
     let (seq, bytes) = shared.projection.read(|s| (s.head, s.encode()));
     if seq == 0 {

@@ -10,7 +10,7 @@ use super::core::Core;
 use super::error::CoreError;
 use super::messages::Reconcile;
 use super::options::CoreOptions;
-use super::replay::{checkpoint, replay_log};
+use super::replay::{checkpoint, publish_checkpoint, replay_log};
 use super::shared::{Readiness, Shared, read, write};
 use super::{class, volume};
 use crate::log::EventLog;
@@ -218,12 +218,20 @@ async fn boot(shared: Arc<Shared>) {
         volume::activate(&shared, &name, |to| to.reconcile.do_send(Reconcile));
     }
     let mut last = shared.projection.read(|s| s.head);
+    let mut last_in_etcd = 0;
     loop {
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
         let head = shared.projection.read(|s| s.head);
         if head.saturating_sub(last) >= shared.opts.checkpoint_every {
             checkpoint(&shared).await;
             last = head;
+        }
+        if let Some(node) = &shared.opts.replication
+            && node.is_leader()
+            && head.saturating_sub(last_in_etcd) >= node.checkpoint_every()
+        {
+            publish_checkpoint(&shared, node).await;
+            last_in_etcd = head;
         }
     }
 }

@@ -8,6 +8,7 @@ use super::audit::Sink;
 use super::replay::{checkpoint, replay_log};
 use super::shared::{Readiness, Shared, write};
 use crate::log::{CommitSink, EventLog};
+use crate::projections::State;
 use crate::replication::{Node, ReplicationError};
 
 /// How long a standby waits for a change in etcd before it looks again anyway.
@@ -33,7 +34,9 @@ async fn cut_back(shared: &Shared, log: &Arc<EventLog>, keep: u64, replayed: boo
         "the local event log holds records etcd does not (unacknowledged writes of an earlier \
          leadership); removing them"
     );
-    if let Err(e) = log.truncate_after(keep).await {
+    let why = "cut back to etcd's history on rejoining: these records were written by an \
+               earlier leadership and never acknowledged";
+    if let Err(e) = log.cut_back_after(keep, why).await {
         *write(&shared.readiness) = Readiness::Failed(format!(
             "cannot cut the event log back to sequence {keep} to match etcd: {e}"
         ));
@@ -49,6 +52,61 @@ async fn cut_back(shared: &Shared, log: &Arc<EventLog>, keep: u64, replayed: boo
         }
         None => false,
     }
+}
+
+/// Replaces the local log by a start from etcd's checkpoint, because etcd no longer holds the
+/// records after this log's head; once the projection holds the log (`replayed`) it is
+/// replaced by the checkpoint's state. `Err(Some(_))` for failures worth retrying.
+async fn start_from_checkpoint(
+    shared: &Shared,
+    log: &Arc<EventLog>,
+    node: &Node,
+    replayed: bool,
+) -> Result<(), Option<ReplicationError>> {
+    let fail = |why: String| {
+        *write(&shared.readiness) = Readiness::Failed(why);
+        None
+    };
+    let Some(cp) = node.fetch_checkpoint().await.map_err(|e| match e {
+        e @ ReplicationError::Etcd(_) => Some(e),
+        other => fail(format!("cannot read etcd's checkpoint: {other}")),
+    })?
+    else {
+        // Deleted between the pull and this read: the next pull looks again.
+        return Ok(());
+    };
+    let state = match State::decode(&cp.state) {
+        Ok(s) if s.head == cp.anchor.seq => s,
+        Ok(s) => {
+            return Err(fail(format!(
+                "etcd's checkpoint at sequence {} holds the state as of sequence {}",
+                cp.anchor.seq, s.head
+            )));
+        }
+        Err(e) => {
+            return Err(fail(format!(
+                "etcd's checkpoint at sequence {} does not decode: {e}",
+                cp.anchor.seq
+            )));
+        }
+    };
+    tracing::warn!(
+        seq = cp.anchor.seq,
+        head = log.head().0,
+        "etcd no longer holds the records after this log's head: starting the log from etcd's \
+         checkpoint"
+    );
+    if let Err(e) = log.start_from_checkpoint(cp.anchor, cp.state).await {
+        return Err(fail(format!(
+            "cannot start the event log from etcd's checkpoint at sequence {}: {e}",
+            cp.anchor.seq
+        )));
+    }
+    node.reset_verified();
+    if replayed {
+        shared.projection.replace(state);
+    }
+    Ok(())
 }
 
 /// Copies everything etcd holds beyond the local log (applying it once `replayed`).
@@ -91,6 +149,9 @@ async fn catch_up(
                 if !cut_back(shared, log, keep, replayed).await {
                     return Err(None);
                 }
+            }
+            Err(ReplicationError::BehindCheckpoint { .. }) => {
+                start_from_checkpoint(shared, log, node, replayed).await?;
             }
             Err(e @ ReplicationError::Etcd(_)) => return Err(Some(e)),
             Err(e) => {

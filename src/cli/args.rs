@@ -184,6 +184,11 @@ pub struct EtcdArgs {
     /// and the process id].
     #[arg(long, env = "STORCH_ETCD_IDENTITY", value_name = "ID")]
     pub etcd_identity: Option<String>,
+
+    /// The leader stores a checkpoint in etcd every this many records, deletes the records
+    /// the previous checkpoint covered and compacts etcd [default: 10000].
+    #[arg(long, env = "STORCH_ETCD_CHECKPOINT_EVERY", value_name = "N")]
+    pub etcd_checkpoint_every: Option<u64>,
 }
 
 /// The Kubernetes frontend: on with one of --kubeconfig, --k8s-api-server, --in-cluster.

@@ -190,6 +190,7 @@ fn etcd_options(
             (a.etcd_prefix.is_some(), "--etcd-prefix"),
             (a.etcd_lease_ttl.is_some(), "--etcd-lease-ttl"),
             (a.etcd_identity.is_some(), "--etcd-identity"),
+            (a.etcd_checkpoint_every.is_some(), "--etcd-checkpoint-every"),
         ];
         return match given.iter().find(|(set, _)| *set) {
             Some((_, flag)) => Err(SettingsError::EtcdWithoutEndpoints(flag)),
@@ -212,6 +213,9 @@ fn etcd_options(
             .etcd_lease_ttl
             .unwrap_or(std::time::Duration::from_secs(10)),
         identity,
+        checkpoint_every: a
+            .etcd_checkpoint_every
+            .unwrap_or(crate::replication::DEFAULT_CHECKPOINT_EVERY),
     };
     opts.validate().map_err(SettingsError::Etcd)?;
     Ok(Some(opts))

@@ -20,6 +20,7 @@
 //! reported as [`LogError::Corrupt`] with its sequence and nothing after it is yielded; the
 //! only way past it is the explicit operator action [`EventLog::truncate_after`].
 
+mod anchor;
 pub mod baseline;
 mod codec;
 pub mod files;
@@ -27,7 +28,8 @@ mod replica;
 mod store;
 mod writer;
 
-pub use replica::{ReplicateFuture, Replicator, frame_seq};
+pub use anchor::Anchor;
+pub use replica::{ReplicateFuture, Replicator, frame_hash, frame_seq};
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -135,6 +137,9 @@ pub struct VerifyReport {
     pub head_seq: u64,
     /// The first bad sequence and why, if any.
     pub first_bad: Option<(u64, String)>,
+    /// Where the chain starts when the log starts from a checkpoint (see [`Anchor`]): the
+    /// records checked are those after it, the first linking to its recorded hash.
+    pub anchor: Option<Anchor>,
 }
 
 /// The open log.
@@ -280,6 +285,7 @@ impl EventLog {
             events,
             head_seq: store::last_key(&self.inner.events),
             first_bad,
+            anchor: self.anchor(),
         }
     }
 
@@ -374,6 +380,12 @@ impl EventLog {
     /// durably, and returns how many events were removed. Use it to cut off a corrupt tail
     /// after [`EventLog::verify`] reported it. Refused while the writer runs.
     pub async fn truncate_after(&self, seq: u64) -> Result<u64, LogError> {
+        self.cut_back_after(seq, "by operator request").await
+    }
+
+    /// [`EventLog::truncate_after`] done by storch itself; `why` is logged with the warning
+    /// (e.g. "cut back to etcd's history").
+    pub async fn cut_back_after(&self, seq: u64, why: &str) -> Result<u64, LogError> {
         let removed = {
             // Held so that no writer starts while records are removed.
             let slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
@@ -382,10 +394,54 @@ impl EventLog {
                     "cannot truncate the event log while its writer is running".to_string(),
                 ));
             }
-            store::remove_after(&self.inner, seq)?
+            store::remove_after(&self.inner, seq, why)?
         };
         self.inner.flush().await?;
         Ok(removed)
+    }
+
+    /// The hash of record `seq` (checked on its own), or the recorded hash of the checkpoint
+    /// the log starts from when `seq` is its sequence; `None` when the log holds neither.
+    pub fn hash_at(&self, seq: u64) -> Option<[u8; 32]> {
+        if seq == 0 {
+            return Some(GENESIS_HASH);
+        }
+        store::previous_hash(&self.inner.events, seq).ok().flatten()
+    }
+
+    /// Where the log starts, when it starts from a checkpoint rather than sequence 1.
+    pub fn anchor(&self) -> Option<Anchor> {
+        anchor::of(&self.inner.events)
+    }
+
+    /// Replaces the whole log by a start from a checkpoint another instance recorded: every
+    /// record and checkpoint is removed, `snapshot` is stored as the checkpoint at
+    /// `anchor.seq`, and the next record appended or copied must be `anchor.seq + 1`, linking
+    /// to `anchor.hash`. For a standby whose records etcd no longer holds; refused while the
+    /// writer runs.
+    pub async fn start_from_checkpoint(
+        &self,
+        anchor: Anchor,
+        snapshot: Vec<u8>,
+    ) -> Result<(), LogError> {
+        let removed = {
+            // Held so that no writer starts while the log is replaced.
+            let slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(LogError::Storage(
+                    "cannot reset the event log while its writer is running".to_string(),
+                ));
+            }
+            store::start_from(&self.inner, anchor, &snapshot)?
+        };
+        self.inner.flush().await?;
+        tracing::warn!(
+            seq = anchor.seq,
+            hash = %hex::encode(anchor.hash),
+            removed,
+            "event log now starts from a checkpoint: the records before it are not held here"
+        );
+        Ok(())
     }
 
     /// Test support: rewrites the raw stored bytes of record `seq` (which must exist), so that

@@ -32,6 +32,12 @@ pub fn frame_seq(frame: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(frame[2..10].try_into().ok()?))
 }
 
+/// The hash a frame records for itself (`None` if it is not a frame). Two frames with the
+/// same sequence and hash are the same record: the hash covers every field and the chain.
+pub fn frame_hash(frame: &[u8]) -> Option<[u8; 32]> {
+    codec::parse(frame).ok().map(|f| f.hash)
+}
+
 /// Appends records committed elsewhere, verbatim, after checking each one exactly as a read
 /// does: it decodes, it is the next sequence, its hash recomputes and it links to the head.
 /// The first bad record fails the whole call with [`LogError::Corrupt`] and nothing is written.

@@ -8,8 +8,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-use super::codec;
 use super::{Durability, Envelope, GENESIS_HASH, LogError};
+use super::{anchor, codec};
 
 /// Version of the log as a whole (tree layout, key encoding, frame formats it may contain).
 pub(crate) const LOG_FORMAT: u32 = 1;
@@ -279,6 +279,15 @@ pub(crate) fn read_head(events: &sled::Tree) -> Result<HeadState, LogError> {
             tail_error: Some((0, format!("malformed key of {} bytes", k.len()))),
         });
     };
+    if let Some(a) = anchor::parse(seq, &v) {
+        // A log that starts from a checkpoint and holds nothing after it yet.
+        return Ok(HeadState {
+            seq,
+            hash: a.hash,
+            time_ms: 0,
+            tail_error: None,
+        });
+    }
     let bad = |reason: String| HeadState {
         seq,
         hash: GENESIS_HASH,
@@ -328,7 +337,9 @@ struct Checker {
 
 impl Checker {
     fn new(events: &sled::Tree, from_seq: u64) -> Checker {
-        let from_seq = from_seq.max(1);
+        // A log that starts from a checkpoint starts after its anchor.
+        let first = anchor::of(events).map_or(1, |a| a.seq + 1);
+        let from_seq = from_seq.max(first);
         let mut it = Checker {
             iter: events.range(key(from_seq)..),
             expected: from_seq,
@@ -523,13 +534,16 @@ pub(crate) fn spawn_batches(
 
 /// The stored hash of record `seq` (checked on its own), `None` when neither it nor anything
 /// after it exists.
-fn previous_hash(events: &sled::Tree, seq: u64) -> Result<Option<[u8; 32]>, LogError> {
+pub(crate) fn previous_hash(events: &sled::Tree, seq: u64) -> Result<Option<[u8; 32]>, LogError> {
     let corrupt = |reason: String| LogError::Corrupt { seq, reason };
     match events
         .get(key(seq))
         .map_err(|e| storage("reading the event log", e))?
     {
         Some(v) => {
+            if let Some(a) = anchor::parse(seq, &v) {
+                return Ok(Some(a.hash));
+            }
             let frame = codec::parse(&v).map_err(corrupt)?;
             check_self(seq, &frame).map_err(corrupt)?;
             Ok(Some(frame.hash))
@@ -644,10 +658,20 @@ pub(crate) fn latest_checkpoint(inner: &Inner) -> Result<Option<(u64, Vec<u8>)>,
 }
 
 /// Removes every event after `seq` and every checkpoint after it (not yet durably: flush
-/// afterwards) and re-reads the head. Returns how many events were removed.
-pub(crate) fn remove_after(inner: &Inner, seq: u64) -> Result<u64, LogError> {
+/// afterwards) and re-reads the head. Returns how many events were removed. `why` says in
+/// the warning logged who asked and why.
+pub(crate) fn remove_after(inner: &Inner, seq: u64, why: &str) -> Result<u64, LogError> {
     if let Some(e) = inner.poisoned_error() {
         return Err(e);
+    }
+    if let Some(a) = anchor::of(&inner.events)
+        && seq < a.seq
+    {
+        return Err(LogError::Storage(format!(
+            "cannot cut the event log back to sequence {seq}: it starts from the checkpoint at \
+             sequence {}",
+            a.seq
+        )));
     }
     let Some(from) = seq.checked_add(1) else {
         return Ok(0);
@@ -675,7 +699,43 @@ pub(crate) fn remove_after(inner: &Inner, seq: u64) -> Result<u64, LogError> {
         after = seq,
         removed,
         path = %inner.path.display(),
-        "event log truncated by operator request"
+        "event log truncated: {why}"
     );
+    Ok(removed)
+}
+
+/// Replaces every record by `anchor` and every checkpoint by `snapshot` at its sequence (not
+/// yet durably: flush afterwards). The checkpoint is written first, so that a crash in between
+/// leaves a log whose checkpoint is ahead of its records, which replication resets again,
+/// never records without the state they continue. Returns how many records were removed.
+pub(crate) fn start_from(
+    inner: &Inner,
+    a: anchor::Anchor,
+    snapshot: &[u8],
+) -> Result<u64, LogError> {
+    if let Some(e) = inner.poisoned_error() {
+        return Err(e);
+    }
+    let mut batch = sled::Batch::default();
+    for k in inner.checkpoints.iter().keys() {
+        batch.remove(k.map_err(|e| storage("listing checkpoints", e))?);
+    }
+    batch.insert(&key(a.seq), checkpoint_frame(snapshot));
+    inner
+        .checkpoints
+        .apply_batch(batch)
+        .map_err(|e| storage("writing the checkpoint the log starts from", e))?;
+    let mut removed = 0u64;
+    let mut batch = sled::Batch::default();
+    for k in inner.events.iter().keys() {
+        batch.remove(k.map_err(|e| storage("listing events to replace", e))?);
+        removed += 1;
+    }
+    batch.insert(&key(a.seq), anchor::encode(&a));
+    inner
+        .events
+        .apply_batch(batch)
+        .map_err(|e| storage("starting the event log from a checkpoint", e))?;
+    inner.refresh_head()?;
     Ok(removed)
 }

@@ -149,7 +149,8 @@ async fn append_and_read_round_trip() {
             VerifyReport {
                 events: 4,
                 head_seq: 4,
-                first_bad: None
+                first_bad: None,
+                anchor: None,
             }
         );
         drop(appender);
@@ -263,7 +264,8 @@ async fn reopen_continues_the_chain() {
         VerifyReport {
             events: 11,
             head_seq: 11,
-            first_bad: None
+            first_bad: None,
+            anchor: None,
         }
     );
 }

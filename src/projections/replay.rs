@@ -21,6 +21,19 @@ pub fn restore(log: &EventLog) -> Result<State, LogError> {
         },
         None => State::default(),
     };
+    // A log that starts from a checkpoint has nothing to replay before it.
+    if let Some(anchor) = log.anchor()
+        && state.head < anchor.seq
+    {
+        return Err(LogError::Corrupt {
+            seq: anchor.seq,
+            reason: format!(
+                "the log starts from the checkpoint at sequence {} but that checkpoint is \
+                 missing or unreadable",
+                anchor.seq
+            ),
+        });
+    }
     replay(log, state)
 }
 

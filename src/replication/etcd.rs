@@ -66,6 +66,11 @@ pub enum Op {
         lease: Option<i64>,
     },
     Get(Vec<u8>),
+    /// Deletes the keys in `[key, range_end)`.
+    Delete {
+        key: Vec<u8>,
+        range_end: Vec<u8>,
+    },
 }
 
 /// The client. Endpoints are tried in turn; the one that last answered is tried first.
@@ -133,6 +138,9 @@ impl Op {
                 json!({"request_put": put})
             }
             Op::Get(key) => json!({"request_range": {"key": b64(key)}}),
+            Op::Delete { key, range_end } => json!({"request_delete_range": {
+                "key": b64(key), "range_end": b64(range_end),
+            }}),
         }
     }
 }
@@ -309,6 +317,17 @@ impl Etcd {
             )
             .await?;
         Ok(int(&v["deleted"]))
+    }
+
+    /// Compacts etcd's history: every revision before `revision` is dropped (keys deleted
+    /// or overwritten before it stop taking space once the backend reuses their pages).
+    pub async fn compact(&self, revision: i64) -> Result<(), EtcdError> {
+        self.call(
+            "/v3/kv/compaction",
+            &json!({"revision": revision.to_string()}),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// One key, if it exists.

@@ -16,18 +16,28 @@
 //! was never confirmed, so never acked), and only then starts writing. A log that contradicts
 //! etcd (a former leader's unacknowledged tail) is cut back to the last record they share.
 //!
+//! etcd's history is bounded (`checkpoint`): every `checkpoint_every` records the leader
+//! stores its state in etcd, deletes the chunks the previous checkpoint covered and compacts
+//! etcd. A standby whose next record etcd no longer holds starts its log from the checkpoint
+//! ([`ReplicationError::BehindCheckpoint`], [`crate::log::Anchor`]).
+//!
 //! A leader that cannot renew its lease within its TTL, or whose transaction is fenced out,
 //! stops writing for good (the log is poisoned) and reports it through [`Node::lost`]; `storch
 //! serve` then exits so that its restart rejoins as a standby.
 
+mod checkpoint;
 pub mod etcd;
+
+pub use checkpoint::{Checkpoint, Pointer};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::log::{Envelope, EventLog, LogError, ReplicateFuture, Replicator, frame_seq};
+use crate::log::{
+    Envelope, EventLog, LogError, ReplicateFuture, Replicator, frame_hash, frame_seq,
+};
 use etcd::{Compare, Etcd, EtcdError, Op, prefix_end};
 
 /// A chunk holds at most this many bytes of frames, so that a transaction of
@@ -39,6 +49,9 @@ const CHUNKS_PER_TXN: usize = 16;
 /// Chunks read per range while following.
 const CHUNKS_PER_READ: i64 = 32;
 
+/// Records between two checkpoints in etcd, unless `--etcd-checkpoint-every` says otherwise.
+pub const DEFAULT_CHECKPOINT_EVERY: u64 = 10_000;
+
 /// How to reach etcd and how to behave there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicationOptions {
@@ -49,6 +62,9 @@ pub struct ReplicationOptions {
     pub lease_ttl: Duration,
     /// This instance's name, written into the leader key.
     pub identity: String,
+    /// The leader stores a checkpoint in etcd (and deletes the records the previous one
+    /// covered) every this many records.
+    pub checkpoint_every: u64,
 }
 
 impl ReplicationOptions {
@@ -70,6 +86,9 @@ impl ReplicationOptions {
         if self.identity.trim().is_empty() {
             return Err("--etcd-identity must not be empty".into());
         }
+        if self.checkpoint_every == 0 {
+            return Err("--etcd-checkpoint-every must be at least 1".into());
+        }
         Ok(())
     }
 }
@@ -84,6 +103,10 @@ pub enum ReplicationError {
     Diverged { keep: u64 },
     #[error("{0}")]
     Log(String),
+    /// etcd no longer holds the records after the local log's head (or contradicts it where
+    /// it could only be checked against the checkpoint at `seq`): start from that checkpoint.
+    #[error("etcd's history starts from its checkpoint at sequence {seq}, after this log")]
+    BehindCheckpoint { seq: u64 },
     /// etcd holds something that is not a chunk of records.
     #[error("etcd holds a malformed record chunk at {key}: {reason}")]
     Malformed { key: String, reason: String },
@@ -113,6 +136,9 @@ struct Keys {
     all: Vec<u8>,
     leader: Vec<u8>,
     log: Vec<u8>,
+    /// The leader's newest checkpoint: what it covers and where its parts are.
+    checkpoint: Vec<u8>,
+    parts: Vec<u8>,
 }
 
 impl Keys {
@@ -122,6 +148,8 @@ impl Keys {
             all: format!("{p}/").into_bytes(),
             leader: format!("{p}/leader").into_bytes(),
             log: format!("{p}/log/").into_bytes(),
+            checkpoint: format!("{p}/checkpoint").into_bytes(),
+            parts: format!("{p}/checkpoint-parts/").into_bytes(),
         }
     }
 
@@ -130,6 +158,12 @@ impl Keys {
         k.extend_from_slice(format!("{first_seq:020}").as_bytes());
         k
     }
+}
+
+/// Whether the local record `seq` is the one `frame` holds (same hash; the log's own record,
+/// or the checkpoint it starts from).
+fn same_record(log: &EventLog, seq: u64, frame: &[u8]) -> bool {
+    frame_hash(frame).is_some_and(|h| log.hash_at(seq) == Some(h))
 }
 
 /// Packs frames into one chunk value.
@@ -237,6 +271,24 @@ impl Node {
 
     pub fn lease_ttl(&self) -> Duration {
         self.opts.lease_ttl
+    }
+
+    pub fn checkpoint_every(&self) -> u64 {
+        self.opts.checkpoint_every
+    }
+
+    /// Forgets which local records were checked against etcd (after the log was replaced).
+    pub fn reset_verified(&self) {
+        *self.verified.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+    }
+
+    /// The create revision of our leader key, while we lead: the fence of every write.
+    fn fence(&self) -> Option<i64> {
+        self.leadership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|l| l.revision)
     }
 
     pub fn endpoints(&self) -> &[String] {
@@ -422,8 +474,28 @@ impl Node {
             // Our head against etcd: the same record, a different one, or one etcd lacks.
             match self.chunk_at_or_before(head).await? {
                 None => {
-                    out.local_ahead = true;
-                    return Ok(out);
+                    // etcd holds no record up to our head: none yet (we are ahead), or its
+                    // history up to a checkpoint was deleted.
+                    match self.checkpoint_pointer().await? {
+                        None => {
+                            out.local_ahead = true;
+                            return Ok(out);
+                        }
+                        Some(p) if head < p.anchor.seq => {
+                            return Err(ReplicationError::BehindCheckpoint { seq: p.anchor.seq });
+                        }
+                        Some(p) => {
+                            if log.hash_at(p.anchor.seq) != Some(p.anchor.hash) {
+                                return Err(ReplicationError::BehindCheckpoint {
+                                    seq: p.anchor.seq,
+                                });
+                            }
+                            if head > p.anchor.seq {
+                                out.local_ahead = true;
+                                return Ok(out);
+                            }
+                        }
+                    }
                 }
                 Some((key, value)) => {
                     let frames = self.frames_of(&key, &value)?;
@@ -433,7 +505,7 @@ impl Node {
                     for (seq, f) in frames {
                         last = (seq, f);
                         if seq == head {
-                            if log.raw_frame(seq).as_deref() != Some(f) {
+                            if !same_record(log, seq, f) {
                                 return Err(self.diverged(log, head).await?);
                             }
                             matched = true;
@@ -443,7 +515,7 @@ impl Node {
                     }
                     if !matched {
                         // etcd ends at `last` < head: we are ahead if we agree there.
-                        if log.raw_frame(last.0).as_deref() != Some(last.1) {
+                        if !same_record(log, last.0, last.1) {
                             return Err(self.diverged(log, head).await?);
                         }
                         out.local_ahead = true;
@@ -465,12 +537,27 @@ impl Node {
                 .map(|(_, f)| f)
                 .collect();
             let local = log.head().0;
-            if frame_seq(frames[0]) != Some(local + 1) {
+            let first = frame_seq(frames[0]).unwrap_or(0);
+            if first > local + 1
+                && let Some(p) = self.checkpoint_pointer().await?
+                && p.anchor.seq > local
+            {
+                // The records in between were deleted behind a checkpoint.
+                return Err(ReplicationError::BehindCheckpoint { seq: p.anchor.seq });
+            }
+            if first != local + 1 {
                 // A chunk that does not start where we end: we hold records etcd does not.
                 return Err(self.diverged(log, local).await?);
             }
             out.appended
                 .extend(self.append(log, &frames, &kv.key).await?);
+        }
+        if r.kvs.is_empty()
+            && log.head().0 == 0
+            && let Some(p) = self.checkpoint_pointer().await?
+        {
+            // An empty log, and etcd holds nothing after its checkpoint.
+            return Err(ReplicationError::BehindCheckpoint { seq: p.anchor.seq });
         }
         out.more = r.more;
         self.saw(r.revision);
@@ -528,11 +615,19 @@ impl Node {
             };
             let frames = self.frames_of(&key, &value)?;
             for (seq, f) in frames.iter().rev() {
-                if *seq <= upto && log.raw_frame(*seq).as_deref() == Some(*f) {
+                if *seq <= upto && same_record(log, *seq, f) {
                     return Ok(ReplicationError::Diverged { keep: *seq });
                 }
             }
             upto = frames[0].0.saturating_sub(1);
+        }
+        // No record etcd still holds is ours: unless etcd's history starts at sequence 1,
+        // only its checkpoint can say where we part.
+        if let Some(p) = self.checkpoint_pointer().await? {
+            if log.hash_at(p.anchor.seq) == Some(p.anchor.hash) && p.anchor.seq <= from {
+                return Ok(ReplicationError::Diverged { keep: p.anchor.seq });
+            }
+            return Ok(ReplicationError::BehindCheckpoint { seq: p.anchor.seq });
         }
         Ok(ReplicationError::Diverged { keep: 0 })
     }
@@ -557,20 +652,6 @@ impl Node {
             key: String::from_utf8_lossy(key).into_owned(),
             reason,
         }
-    }
-
-    /// The highest sequence etcd holds (0 when it holds none).
-    pub async fn etcd_head(&self) -> Result<u64, ReplicationError> {
-        let end = prefix_end(&self.keys.log);
-        let r = self.etcd.range(&self.keys.log, &end, 1, true).await?;
-        let Some(kv) = r.kvs.into_iter().next() else {
-            return Ok(0);
-        };
-        let frames = unpack(&kv.value).map_err(|reason| self.malformed(&kv.key, reason))?;
-        frames
-            .last()
-            .and_then(|f| frame_seq(f))
-            .ok_or_else(|| self.malformed(&kv.key, "a frame without a sequence".into()))
     }
 
     /// As the new leader, after a [`Node::pull`] that reported `local_ahead`: writes to etcd
@@ -616,13 +697,7 @@ impl Node {
     /// Writes frames `first_seq..` to etcd, fenced by the leadership, retrying transport
     /// failures while the lease is surely alive.
     async fn replicate_frames(&self, first_seq: u64, frames: &[&[u8]]) -> Result<(), String> {
-        let Some(fence) = self
-            .leadership
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|l| l.revision)
-        else {
+        let Some(fence) = self.fence() else {
             return Err("this instance is not the leader".into());
         };
         let all = chunks(frames);
@@ -646,12 +721,14 @@ impl Node {
         Ok(())
     }
 
+    /// One fenced transaction of `puts` (the first a put of `first_key`), retried while the
+    /// lease is surely alive; returns the revision it committed at.
     async fn commit_fenced(
         &self,
         compare: &[Compare],
         puts: &[Op],
         first_key: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<i64, String> {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -676,17 +753,17 @@ impl Node {
                     metrics::counter!("storch_replication_txns_total").increment(1);
                     metrics::histogram!("storch_replication_txn_seconds")
                         .record(started.elapsed().as_secs_f64());
-                    return Ok(());
+                    return Ok(r.revision);
                 }
                 Ok(_) => {
                     // Either an earlier attempt of ours went through (its answer was lost) or
                     // another instance leads now.
                     let ours = match &puts[0] {
                         Op::Put { value, .. } => value,
-                        Op::Get(_) => unreachable!("only puts are replicated"),
+                        _ => unreachable!("a fenced write starts with a put"),
                     };
                     match self.etcd.get(first_key).await {
-                        Ok(Some(kv)) if &kv.value == ours => return Ok(()),
+                        Ok(Some(kv)) if &kv.value == ours => return Ok(kv.mod_revision),
                         Ok(_) => {
                             let why = "fenced out: another instance holds the etcd leadership \
                                        or wrote these sequences"

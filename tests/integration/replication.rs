@@ -290,11 +290,17 @@ async fn standbys_follow_and_take_over_from_a_killed_leader_with_every_acknowled
 }
 
 fn node(etcd: &Etcd, id: &str) -> Arc<Node> {
+    node_checkpointing(etcd, id, storch::replication::DEFAULT_CHECKPOINT_EVERY)
+}
+
+/// A node whose leadership stores a checkpoint in etcd every `every` records.
+fn node_checkpointing(etcd: &Etcd, id: &str, every: u64) -> Arc<Node> {
     Node::new(ReplicationOptions {
         endpoints: vec![etcd.endpoint.clone()],
         prefix: "/storch-test".into(),
         lease_ttl: Duration::from_secs(2),
         identity: id.into(),
+        checkpoint_every: every,
     })
     .unwrap()
 }
@@ -685,4 +691,220 @@ async fn pods_are_labelled_with_their_etcd_role_and_the_labels_flip_on_takeover(
     frontend_b.shutdown().await;
     b.shutdown().await;
     kube.shutdown().await;
+}
+
+/// The first sequence of etcd's oldest chunk under `prefix` (`None`: no chunk).
+async fn first_chunk(etcd: &Etcd, prefix: &str) -> Option<u64> {
+    let r = etcd
+        .call(
+            "/v3/kv/range",
+            json!({
+                "key": base64_encode(format!("{prefix}/log/").as_bytes()),
+                "range_end": base64_encode(format!("{prefix}/log0").as_bytes()),
+                "limit": "1", "keys_only": true,
+            }),
+        )
+        .await;
+    let key = r["kvs"][0]["key"].as_str()?;
+    use base64::Engine;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .unwrap();
+    let key = String::from_utf8(key).unwrap();
+    Some(key.rsplit('/').next().unwrap().parse().unwrap())
+}
+
+/// etcd's history is bounded: a churn that writes more than etcd's quota keeps working,
+/// because the leader stores checkpoints in etcd, deletes the records they cover and compacts
+/// etcd; a standby that joins later starts its log from the checkpoint and follows the tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_churn_beyond_etcds_quota_keeps_working_and_a_late_standby_starts_from_the_checkpoint() {
+    let _heavy = crate::support::heavy();
+    const QUOTA: usize = 2 * 1024 * 1024;
+    const TASKS: usize = 8;
+    const CYCLES: usize = 500;
+    let etcd = Etcd::start_with(&["--quota-backend-bytes", &QUOTA.to_string()]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+
+    let a = start_replicated(&dir_a, node_checkpointing(&etcd, "a", 500)).await;
+    wait_ready(&a.core()).await;
+    set_up(&a).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..TASKS {
+        let core = a.core();
+        tasks.spawn(async move {
+            let ctx = RequestCtx::new("churn");
+            for i in 0..CYCLES {
+                let name = format!("churn-{t}-{i}");
+                add_volume(&core, &ctx, volume(&name)).await.unwrap();
+                core.delete_volume(&ctx, &name).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    // Still taking writes after the churn.
+    let ctx = RequestCtx::new("t");
+    add_volume(&a.core(), &ctx, volume("survivor"))
+        .await
+        .unwrap();
+
+    // etcd holds a checkpoint and only the records since the one before it.
+    eventually("etcd's oldest records to be deleted", async || {
+        first_chunk(&etcd, "/storch-test")
+            .await
+            .is_some_and(|s| s > 1)
+    })
+    .await;
+    let status = etcd.call("/v3/maintenance/status", json!({})).await;
+    let db_size: usize = status["dbSize"].as_str().unwrap().parse().unwrap();
+    assert!(db_size < QUOTA, "{status}");
+    let alarms = etcd
+        .call("/v3/maintenance/alarm", json!({"action": "GET"}))
+        .await;
+    assert!(
+        alarms["alarms"].as_array().is_none_or(|a| a.is_empty()),
+        "{alarms}"
+    );
+
+    // A standby with an empty log starts from the checkpoint and follows the tail.
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    eventually("b to see the survivor", async || {
+        b.core().get_volume("survivor").is_ok()
+    })
+    .await;
+    add_volume(&a.core(), &ctx, volume("later")).await.unwrap();
+    eventually("b to follow", async || b.core().get_volume("later").is_ok()).await;
+    assert_eq!(
+        b.core().list_volumes().unwrap(),
+        a.core().list_volumes().unwrap()
+    );
+    b.shutdown().await;
+    a.shutdown().await;
+
+    let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
+    let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
+    // The leader's log keeps the whole chain (the audit), more than etcd's quota: etcd,
+    // keeping every revision of every record it was given, would have refused writes
+    // ("mvcc: database space exceeded") long before the end without the checkpoints.
+    let ra = la.verify();
+    assert_eq!(
+        (ra.first_bad.clone(), ra.anchor, ra.events),
+        (None, None, ra.head_seq)
+    );
+    let written: usize = (1..=ra.head_seq)
+        .map(|seq| la.raw_frame(seq).unwrap().len())
+        .sum();
+    assert!(written > QUOTA, "only {written} bytes were replicated");
+
+    // The standby's starts from a checkpoint, with the leader's recorded hash, and matches
+    // the leader's record for record after it.
+    let rb = lb.verify();
+    let anchor = rb.anchor.expect("b's log starts from a checkpoint");
+    assert!(anchor.seq > 1 && anchor.seq < ra.head_seq, "{anchor:?}");
+    eprintln!(
+        "{} records ({written} bytes) replicated through an etcd of at most {QUOTA} bytes \
+         (its database: {db_size} bytes); the standby starts from sequence {}",
+        ra.head_seq, anchor.seq
+    );
+    assert_eq!(rb.first_bad, None);
+    assert_eq!(Some(anchor.hash), la.hash_at(anchor.seq));
+    // (b stopped first: a may have written after b's last pull.)
+    let shared = lb.head().0;
+    assert!(shared > anchor.seq && shared <= ra.head_seq, "{shared}");
+    for seq in anchor.seq + 1..=shared {
+        assert_eq!(lb.raw_frame(seq), la.raw_frame(seq), "record {seq} differs");
+    }
+    drop(lb);
+    // `events verify` says where the standby's log starts.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_storch"))
+        .args(["events", "verify", "--data-dir"])
+        .arg(&dir_b)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "starts from the checkpoint at sequence {} with recorded hash {}",
+            anchor.seq,
+            hex::encode(anchor.hash)
+        )),
+        "{stdout}"
+    );
+}
+
+/// A leader that rejoins with records etcd never acknowledged has them cut back, and its log
+/// says why (not "by operator request").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejoining_leaders_log_says_its_unacknowledged_tail_was_cut_back() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let key = shared_key(tmp.path());
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let client = storch::net::client();
+
+    let mut a = Server::start_with(&dir_a, &serve_args(&etcd, &key, "a"), &[]);
+    wait_role(&client, &a, "leader").await;
+    create(
+        &client,
+        &a.url,
+        "backend",
+        &fake_backend("f", "file", &[("p", ssd())]),
+    )
+    .await;
+    create(&client, &a.url, "storageclass", &json!({"name": "any"})).await;
+    create(
+        &client,
+        &a.url,
+        "volume",
+        &json!({"name": "v1", "size": "1Gi", "storageClass": "any"}),
+    )
+    .await;
+    a.stop();
+
+    // etcd loses a's last batch, as if a had died before that write was acknowledged.
+    let last = etcd
+        .call(
+            "/v3/kv/range",
+            json!({
+                "key": base64_encode(b"/storch/log/"), "range_end": base64_encode(b"/storch/log0"),
+                "limit": "1", "sort_order": "DESCEND", "sort_target": "KEY", "keys_only": true,
+            }),
+        )
+        .await;
+    let last_key = last["kvs"][0]["key"].as_str().unwrap().to_string();
+    let r = etcd
+        .call("/v3/kv/deleterange", json!({"key": last_key}))
+        .await;
+    assert_eq!(r["deleted"], "1", "{r}");
+
+    let mut b = Server::start_with(&dir_b, &serve_args(&etcd, &key, "b"), &[]);
+    wait_role(&client, &b, "leader").await;
+    create(
+        &client,
+        &b.url,
+        "volume",
+        &json!({"name": "v2", "size": "1Gi", "storageClass": "any"}),
+    )
+    .await;
+
+    let mut a = Server::start_with(&dir_a, &serve_args(&etcd, &key, "a"), &[]);
+    wait_role(&client, &a, "standby of b").await;
+    eventually("a to follow b", async || {
+        volume_names(&client, &a.url).await.contains("v2")
+    })
+    .await;
+    let log = a.log();
+    assert!(
+        log.contains("cut back to etcd's history on rejoining"),
+        "{log}"
+    );
+    assert!(!log.contains("operator request"), "{log}");
+    a.stop();
+    b.stop();
 }

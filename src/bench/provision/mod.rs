@@ -506,6 +506,7 @@ async fn start_core(dir: &std::path::Path, opts: &ProvisionOptions) -> Result<St
                 prefix: format!("/storch-bench/{}", uuid::Uuid::new_v4().simple()),
                 lease_ttl: std::time::Duration::from_secs(10),
                 identity: "storch-bench".into(),
+                checkpoint_every: crate::replication::DEFAULT_CHECKPOINT_EVERY,
             })
             .map_err(|e| format!("--replicate-etcd: {e}"))?,
         ),

@@ -87,10 +87,19 @@ fn verify(data_dir: &Path) -> CliResult<()> {
         }
         good += 1;
     }
-    let line = format!(
-        "event log in {}: {good} events, hash chain intact up to sequence {head}\n",
-        data_dir.display()
-    );
+    let line = match log.anchor() {
+        None => format!(
+            "event log in {}: {good} events, hash chain intact up to sequence {head}\n",
+            data_dir.display()
+        ),
+        Some(a) => format!(
+            "event log in {}: starts from the checkpoint at sequence {} with recorded hash {}; \
+             {good} events after it, hash chain intact up to sequence {head}\n",
+            data_dir.display(),
+            a.seq,
+            hex::encode(a.hash)
+        ),
+    };
     emit(&mut stdout, &line).map(|_| ())
 }
 

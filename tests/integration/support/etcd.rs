@@ -9,6 +9,8 @@ pub struct Etcd {
     pub endpoint: String,
     peer_url: String,
     data: tempfile::TempDir,
+    /// More etcd flags (e.g. `--quota-backend-bytes`).
+    extra: Vec<String>,
 }
 
 fn free_port() -> u16 {
@@ -24,6 +26,11 @@ impl Etcd {
     /// etcd binds them, so another test may take one in between: etcd then exits at once, and
     /// it is started again on other ports.
     pub async fn start() -> Etcd {
+        Etcd::start_with(&[]).await
+    }
+
+    /// [`Etcd::start`] with more etcd flags.
+    pub async fn start_with(extra: &[&str]) -> Etcd {
         let mut last = String::new();
         for _ in 0..5 {
             let mut etcd = Etcd {
@@ -31,6 +38,7 @@ impl Etcd {
                 endpoint: format!("http://127.0.0.1:{}", free_port()),
                 peer_url: format!("http://127.0.0.1:{}", free_port()),
                 data: tempfile::tempdir().unwrap(),
+                extra: extra.iter().map(|s| s.to_string()).collect(),
             };
             etcd.spawn();
             match etcd.answers().await {
@@ -63,6 +71,7 @@ impl Etcd {
                 "--initial-cluster-state",
                 "new",
             ])
+            .args(&self.extra)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
