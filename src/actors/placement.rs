@@ -38,6 +38,9 @@ pub(crate) fn plan(
     let mut candidates = Vec::with_capacity(matched.len());
     let mut starting = std::collections::BTreeSet::new();
     let mut outside = 0usize;
+    // Pools whose driver refuses the size, with why; pools short of free space.
+    let mut wrong_size: Vec<String> = Vec::new();
+    let mut short = 0usize;
     let mut rank = std::collections::HashMap::new();
     shared.projection.read(|state| {
         let backends = read(&shared.backends);
@@ -66,11 +69,18 @@ pub(crate) fn plan(
                 }
                 _ => continue,
             }
-            let free = slot
-                .status
-                .driver()
-                .and_then(|d| d.pool_free_bytes(&pool.pool));
+            let driver = slot.status.driver();
+            if let Some(why) = driver.as_ref().and_then(|d| {
+                crate::drivers::StorageDriver::size_limits(d.as_ref())
+                    .check(size_bytes)
+                    .err()
+            }) {
+                wrong_size.push(format!("{pool}: {why}"));
+                continue;
+            }
+            let free = driver.and_then(|d| d.pool_free_bytes(&pool.pool));
             if free.is_some_and(|f| f < size_bytes) {
+                short += 1;
                 continue;
             }
             candidates.push(pool.clone());
@@ -82,6 +92,15 @@ pub(crate) fn plan(
             "no available backends for storage class {class} yet: {} still initialising; \
              try again shortly",
             names.join(", ")
+        )));
+    }
+    if candidates.is_empty() && !wrong_size.is_empty() && short == 0 {
+        // Bad input, not a placement failure: no pool could ever take this size.
+        return Err(CoreError::Invalid(format!(
+            "size: no pool of storage class {class} takes a volume of {size_bytes} bytes ({}): {}; {}",
+            crate::model::format_size(size_bytes),
+            wrong_size.join("; "),
+            explain_hint(class)
         )));
     }
     if candidates.is_empty() && outside > 0 {

@@ -1,4 +1,5 @@
-//! Reading request bodies under a hard cap and a deadline.
+//! Reading request bodies under a hard cap and a deadline, after checking their
+//! `Content-Type`.
 
 use std::time::Duration;
 
@@ -7,6 +8,68 @@ use axum::http::{HeaderMap, header};
 use futures::StreamExt;
 
 use super::error::ErrorKind;
+
+/// What a route reads from its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Accepts {
+    /// JSON only (`application/json` or a `+json` type).
+    Json,
+    /// JSON, or YAML when the type says YAML (backend configs, as Trident).
+    JsonOrYaml,
+}
+
+/// The language a body is written in, from its `Content-Type`.
+pub(crate) use super::input::Language as Format;
+
+const YAML_TYPES: [&str; 4] = [
+    "application/yaml",
+    "application/x-yaml",
+    "text/yaml",
+    "text/x-yaml",
+];
+
+/// The format of a body from its `Content-Type`: JSON types, YAML types where the route takes
+/// YAML, and `None` when there is no header (JSON; a backend config is read as JSON, else as
+/// YAML, as Trident reads it). Anything else — including a form or `text/plain`, which a
+/// browser may send across origins, and a charset other than UTF-8 — is 415 before the body
+/// is read.
+pub(crate) fn body_format(
+    headers: &HeaderMap,
+    accepts: Accepts,
+) -> Result<Option<Format>, ErrorKind> {
+    let accepted = match accepts {
+        Accepts::Json => "application/json",
+        Accepts::JsonOrYaml => "application/json or application/yaml",
+    };
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(None);
+    };
+    let refuse = || {
+        let shown = String::from_utf8_lossy(value.as_bytes());
+        ErrorKind::UnsupportedMediaType {
+            given: crate::model::quote(&shown),
+            accepted,
+        }
+    };
+    let text = value.to_str().map_err(|_| refuse())?.to_ascii_lowercase();
+    let mut parts = text.split(';');
+    let essence = parts.next().unwrap_or_default().trim();
+    for param in parts {
+        let (name, val) = param.split_once('=').unwrap_or((param, ""));
+        if name.trim() == "charset" && val.trim().trim_matches('"') != "utf-8" {
+            return Err(refuse());
+        }
+    }
+    let json = essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"));
+    if json {
+        Ok(Some(Format::Json))
+    } else if accepts == Accepts::JsonOrYaml && YAML_TYPES.contains(&essence) {
+        Ok(Some(Format::Yaml))
+    } else {
+        Err(refuse())
+    }
+}
 
 /// Reads a whole body of at most `limit` bytes within `deadline`.
 ///
@@ -62,6 +125,55 @@ mod tests {
             Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; chunk]))
         });
         Body::from_stream(stream)
+    }
+
+    fn typed(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn content_types() {
+        use Accepts::*;
+        assert_eq!(body_format(&HeaderMap::new(), Json).unwrap(), None);
+        for json in [
+            "application/json",
+            "Application/JSON; charset=UTF-8",
+            "application/json;charset=\"utf-8\"",
+            "application/merge-patch+json",
+        ] {
+            assert_eq!(body_format(&typed(json), Json).unwrap(), Some(Format::Json));
+            assert_eq!(
+                body_format(&typed(json), JsonOrYaml).unwrap(),
+                Some(Format::Json)
+            );
+        }
+        for yaml in ["application/yaml", "text/x-yaml; charset=utf-8"] {
+            assert_eq!(
+                body_format(&typed(yaml), JsonOrYaml).unwrap(),
+                Some(Format::Yaml)
+            );
+            assert!(matches!(
+                body_format(&typed(yaml), Json),
+                Err(ErrorKind::UnsupportedMediaType { .. })
+            ));
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/json; charset=latin1",
+            "",
+        ] {
+            match body_format(&typed(bad), JsonOrYaml) {
+                Err(ErrorKind::UnsupportedMediaType { given, accepted }) => {
+                    assert_eq!(given, format!("{bad:?}"));
+                    assert!(accepted.contains("yaml"));
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]

@@ -44,6 +44,10 @@ impl VersionResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BackendNameResponse {
     pub backend: String,
+    /// The fields of the request body that were ignored (Trident-shaped bodies accept
+    /// unknown fields, as Trident did, and say which here); absent when none were.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `POST /storageclass`.
@@ -51,6 +55,9 @@ pub struct BackendNameResponse {
 pub struct StorageClassNameResponse {
     #[serde(rename = "storageClass")]
     pub storage_class: String,
+    /// As in [`BackendNameResponse`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `GET /backend`.
@@ -194,7 +201,7 @@ pub struct SnapshotRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResizeRequest {
-    /// The new size, e.g. `2Gi`, `10G` or bytes; stored as given. Volumes only grow.
+    /// The new size, e.g. `2Gi`, `10G` or bytes; stored canonical (`2Gi`). Volumes only grow.
     #[serde(default)]
     pub size: String,
 }
@@ -623,14 +630,16 @@ mod tests {
         assert_eq!(v["storchVersion"], env!("CARGO_PKG_VERSION"));
         assert_eq!(
             serde_json::to_value(BackendNameResponse {
-                backend: "b".into()
+                backend: "b".into(),
+                warnings: Vec::new(),
             })
             .unwrap(),
             json!({"backend": "b"})
         );
         assert_eq!(
             serde_json::to_value(StorageClassNameResponse {
-                storage_class: "s".into()
+                storage_class: "s".into(),
+                warnings: Vec::new(),
             })
             .unwrap(),
             json!({"storageClass": "s"})

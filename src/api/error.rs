@@ -238,6 +238,12 @@ pub enum ErrorKind {
     BodyTimeout,
     /// The connection failed while the body was read. **400.**
     BodyRead(String),
+    /// The body's `Content-Type` is not one the route reads (JSON; YAML too for backend
+    /// configs); nothing was read. **415.** Holds the client's type, quoted.
+    UnsupportedMediaType {
+        given: String,
+        accepted: &'static str,
+    },
     /// No route has this path. **404**, JSON (Trident: a `text/plain` 404).
     UnknownPath,
     /// The path is known but not with this method. **405** with an `Allow` header (set by the
@@ -293,6 +299,7 @@ impl ApiError {
             ErrorKind::Input(_) | ErrorKind::BodyRead(_) => StatusCode::BAD_REQUEST,
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorKind::UnknownPath => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -327,6 +334,9 @@ impl ApiError {
                 super::BODY_READ_TIMEOUT.as_secs()
             ),
             ErrorKind::BodyRead(e) => format!("could not read request body: {e}"),
+            ErrorKind::UnsupportedMediaType { given, accepted } => {
+                format!("Content-Type {given} is not accepted here; send the body as {accepted}")
+            }
             ErrorKind::UnknownPath => "no such API path".to_string(),
             ErrorKind::MethodNotAllowed(method) => {
                 format!("method {method} is not allowed on this path; see the Allow header")

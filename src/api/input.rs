@@ -4,8 +4,15 @@
 //! (docs/trident-contract.md#request-validation): every error names the field it is about,
 //! quotes at most a short prefix of the offending value, and never echoes a whole document
 //! (backend configs hold passwords).
+//!
+//! The input policy, for every body: JSON is read strictly (`crate::yaml::parse_json`: a key
+//! given twice is refused, as YAML's reader refuses it), YAML only where the body says it is
+//! YAML, sizes strictly and stored canonical (`model::size`), attribute values checked
+//! against what each attribute allows (`model::attributes`). Unknown fields: storch's own
+//! bodies refuse them naming the field; Trident-shaped bodies (volume, storage class) accept
+//! them, as Trident did, and the handler answers which were ignored under `warnings`.
 
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::model::{
@@ -65,10 +72,23 @@ pub fn path_name(field: &'static str, name: String) -> Result<String, InputError
     Ok(name)
 }
 
-/// Parses a backend config body: JSON, or YAML converted to JSON as Trident does. The result
-/// is always a JSON object. A `backendName`, when given as a non-empty string, must be a valid
-/// name.
+/// The language a document is written in, when something (a `Content-Type`) says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    Json,
+    Yaml,
+}
+
+/// Parses a backend config file (`storch create backend -f`): JSON, or YAML converted to JSON
+/// as Trident does. The result is always a JSON object. A `backendName`, when given as a
+/// non-empty string, must be a valid name.
 pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
+    parse_backend_as(body, None)
+}
+
+/// Parses a backend config body in the language its `Content-Type` gave (`None`: none given,
+/// or a file: JSON, else YAML, as Trident reads it). A body typed JSON is never read as YAML.
+pub fn parse_backend_as(body: &[u8], language: Option<Language>) -> Result<Value, InputError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         InputError::ConfigFormat(format!(
             "the document is not valid UTF-8 (invalid byte at offset {})",
@@ -81,22 +101,42 @@ pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
             "the document is empty".to_string(),
         ));
     }
-    let doc = match serde_json::from_str::<Value>(text) {
-        Ok(doc) => doc,
-        Err(json_err) => match crate::yaml::parse(text) {
-            Ok(doc) => doc,
-            Err(yaml_err) => {
-                // Report in the language the client apparently wrote.
-                let trimmed = text.trim_start();
-                let looks_like_json = trimmed.starts_with('{') || trimmed.starts_with('[');
-                return Err(InputError::ConfigFormat(if looks_like_json {
-                    json_err.to_string()
-                } else {
-                    yaml_err
-                }));
-            }
-        },
+    let looks_like_json = {
+        let trimmed = text.trim_start();
+        trimmed.starts_with('{') || trimmed.starts_with('[')
     };
+    let doc = match language {
+        Some(Language::Yaml) => crate::yaml::parse(text).map_err(InputError::ConfigFormat)?,
+        Some(Language::Json) => crate::yaml::parse_json(text.as_bytes()).map_err(|e| {
+            InputError::ConfigFormat(if looks_like_json {
+                e
+            } else {
+                format!("{e} (a YAML body needs Content-Type: application/yaml)")
+            })
+        })?,
+        None => sniffed(text, looks_like_json)?,
+    };
+    backend_object(doc)
+}
+
+/// A file's document: JSON, else YAML; an error in the language it apparently is in.
+fn sniffed(text: &str, looks_like_json: bool) -> Result<Value, InputError> {
+    match crate::yaml::parse_json(text.as_bytes()) {
+        Ok(doc) => Ok(doc),
+        Err(json_err) => match crate::yaml::parse(text) {
+            Ok(doc) => Ok(doc),
+            // Report in the language the client apparently wrote.
+            Err(yaml_err) => Err(InputError::ConfigFormat(if looks_like_json {
+                json_err
+            } else {
+                yaml_err
+            })),
+        },
+    }
+}
+
+/// A backend document must be a mapping, and its `backendName` a name.
+fn backend_object(doc: Value) -> Result<Value, InputError> {
     let Value::Object(map) = &doc else {
         return Err(InputError::ConfigFormat(format!(
             "expected a mapping of config keys, found {}",
@@ -111,31 +151,102 @@ pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
     Ok(doc)
 }
 
-/// Decodes `T` from a JSON body; errors name the field (`size: invalid type: …`) and the
-/// position, and trailing data is refused.
-fn from_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, InputError> {
+/// Decodes `T` from a JSON body read strictly (`crate::yaml::parse_json`: no key twice, no
+/// trailing data); errors name the field (`size: invalid type: …`).
+fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, InputError> {
+    from_json_reporting(body).map(|(value, _)| value)
+}
+
+/// [`from_json`], also answering the top-level fields `T` does not have (each named), for a
+/// Trident-shaped body that ignores them.
+fn from_json_reporting<T: DeserializeOwned>(body: &[u8]) -> Result<(T, Vec<String>), InputError> {
+    let doc = crate::yaml::parse_json(body).map_err(InputError::Json)?;
     // serde's derived structs also accept a JSON list (fields by position); refuse that.
-    if body.trim_ascii_start().starts_with(b"[") {
-        return Err(InputError::Json(
-            "invalid type: list, expected a JSON object".to_string(),
+    if !doc.is_object() {
+        let kind = crate::model::json_kind(&doc);
+        let kind = kind.split_once(' ').map_or(kind, |(_, k)| k);
+        return Err(InputError::Json(format!(
+            "invalid type: {kind}, expected a JSON object"
+        )));
+    }
+    let known = struct_fields::<T>();
+    let unknown: Vec<&String> = doc
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .filter(|k| !known.contains(&k.as_str()))
+        .collect();
+    let warnings = ignored_warnings(unknown);
+    let value =
+        serde_path_to_error::deserialize(doc).map_err(|e| InputError::Json(e.to_string()))?;
+    Ok((value, warnings))
+}
+
+/// The most ignored fields a `warnings` list names one by one.
+const MAX_WARNINGS: usize = 20;
+
+/// One warning per ignored field, at most [`MAX_WARNINGS`] (then how many more).
+pub fn ignored_warnings<S: AsRef<str>>(fields: impl IntoIterator<Item = S>) -> Vec<String> {
+    let fields: Vec<S> = fields.into_iter().collect();
+    let mut out: Vec<String> = fields
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|f| format!("unknown field {} was ignored", quote(f.as_ref())))
+        .collect();
+    if fields.len() > MAX_WARNINGS {
+        out.push(format!(
+            "{} more unknown fields were ignored",
+            fields.len() - MAX_WARNINGS
         ));
     }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| InputError::Json(e.to_string()))?;
-    de.end().map_err(|e| InputError::Json(e.to_string()))?;
-    Ok(value)
+    out
+}
+
+/// The field names a derived `Deserialize` struct reads: what serde hands
+/// `deserialize_struct`, caught by a deserializer that reads nothing.
+fn struct_fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{Error as _, Visitor};
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Probe<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(Self::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(Self::Error::custom("fields read"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
 }
 
 /// Parses a POST volume body into the one [`VolumeRequest`] the core takes
 /// (docs/trident-contract.md#request-validation): shape, mandatory fields (Trident's REST
 /// handler wants `size` even for a clone), names, protocol, access mode and size.
 pub fn parse_volume(body: &[u8]) -> Result<VolumeRequest, InputError> {
-    let config: VolumeConfig = from_json(body)?;
+    parse_volume_reporting(body).map(|(request, _)| request)
+}
+
+/// [`parse_volume`], also answering a warning for each field the body has that a volume
+/// config does not (Trident ignored them; storch says so).
+pub fn parse_volume_reporting(body: &[u8]) -> Result<(VolumeRequest, Vec<String>), InputError> {
+    let (config, warnings): (VolumeConfig, _) = from_json_reporting(body)?;
     if config.name.is_empty() || config.size.is_empty() {
         return Err(InputError::VolumeMandatory);
     }
-    Ok(VolumeRequest::parse(config)?)
+    Ok((VolumeRequest::parse(config)?, warnings))
 }
 
 /// Parses a POST snapshot body, `{"name":"SNAP"}`, for `volume`.
@@ -374,16 +485,19 @@ pub fn parse_events_query(pairs: &[(String, String)]) -> Result<EventsQuery, Inp
 /// Parses a POST storage class body (docs/trident-contract.md#storage-class-config) and checks its
 /// name.
 pub fn parse_storage_class(body: &[u8]) -> Result<StorageClassConfig, InputError> {
-    let config = StorageClassConfig::from_json(body).map_err(|msg| {
-        if msg.starts_with("invalid JSON") {
-            InputError::Model(msg)
-        } else {
-            InputError::Json(msg)
-        }
-    })?;
+    parse_storage_class_reporting(body).map(|(config, _)| config)
+}
+
+/// [`parse_storage_class`], also answering a warning for each top-level field it ignored.
+pub fn parse_storage_class_reporting(
+    body: &[u8],
+) -> Result<(StorageClassConfig, Vec<String>), InputError> {
+    let doc = crate::yaml::parse_json(body).map_err(InputError::Json)?;
+    let (config, ignored) =
+        StorageClassConfig::from_value_reporting(doc).map_err(InputError::Json)?;
     crate::model::validate_name("name", &config.name)?;
     CompiledClass::compile(config.clone()).map_err(InputError::PoolSelector)?;
-    Ok(config)
+    Ok((config, ignored_warnings(ignored)))
 }
 
 #[cfg(test)]

@@ -1303,7 +1303,10 @@ async fn real_core_smoke() {
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.json);
     let r = get(&app, "/trident/v1/volume/v1").await;
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.json["volume"]["Config"]["size"], "1GiB");
+    assert_eq!(
+        r.json["volume"]["Config"]["size"], "1Gi",
+        "stored canonical"
+    );
     assert_eq!(r.json["volume"]["pool"], "p1");
     assert_eq!(r.json["volume"]["state"], "online");
 

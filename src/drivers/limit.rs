@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use super::{
     CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, HostAccess, PlannedVolume,
-    PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
+    PublishContext, SizeLimits, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::AccessInfo;
 
@@ -175,6 +175,10 @@ impl StorageDriver for LimitedDriver {
 
     fn internal_name(&self, volume_name: &str) -> String {
         self.inner.internal_name(volume_name)
+    }
+
+    fn size_limits(&self) -> SizeLimits {
+        self.inner.size_limits()
     }
 
     async fn discover(&self) -> DriverResult<Discovery> {

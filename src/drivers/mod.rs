@@ -177,6 +177,54 @@ pub type PublishContext = BTreeMap<String, String>;
 /// gives it one (the node plugin reads it as `storch.io/iscsiLunNumber`, over the volume's).
 pub const PUBLISH_LUN_KEY: &str = "iscsiLunNumber";
 
+/// The volume sizes a driver makes: at least `min_bytes`, at most `max_bytes` where it has a
+/// maximum. Placement leaves out pools whose driver refuses a size, and a create no pool can
+/// take is refused before anything is recorded; the drivers check the same limits again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeLimits {
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
+}
+
+impl SizeLimits {
+    /// Any size above zero.
+    pub const ANY: SizeLimits = SizeLimits {
+        min_bytes: 1,
+        max_bytes: None,
+    };
+
+    /// At least `min_bytes`, no maximum.
+    pub const fn at_least(min_bytes: u64) -> SizeLimits {
+        SizeLimits {
+            min_bytes,
+            max_bytes: None,
+        }
+    }
+
+    /// Why `size` is outside the limits, if it is (the driver's and placement's one wording).
+    pub fn check(&self, size: u64) -> Result<(), String> {
+        use crate::model::format_size;
+        if size < self.min_bytes {
+            return Err(format!(
+                "requested volume size ({size} bytes) is too small; the minimum volume size is \
+                 {} bytes ({})",
+                self.min_bytes,
+                format_size(self.min_bytes)
+            ));
+        }
+        if let Some(max) = self.max_bytes
+            && size > max
+        {
+            return Err(format!(
+                "requested volume size ({size} bytes) is too large; the maximum volume size is \
+                 {max} bytes ({})",
+                format_size(max)
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One array family. Every method is idempotent where the array allows it: `destroy` of a
 /// volume already gone succeeds; `create` of a name that exists fails with `AlreadyExists`
 /// (the caller decides whether to adopt it).
@@ -190,6 +238,12 @@ pub trait StorageDriver: Send + Sync + std::fmt::Debug {
 
     /// The array-side name for a volume (docs/trident-contract.md#internal-names).
     fn internal_name(&self, volume_name: &str) -> String;
+
+    /// The volume sizes this backend makes (checked by placement before anything is
+    /// recorded). The default takes any size.
+    fn size_limits(&self) -> SizeLimits {
+        SizeLimits::ANY
+    }
 
     /// Contacts the array: pools, their offers and capacity.
     async fn discover(&self) -> DriverResult<Discovery>;

@@ -74,6 +74,43 @@ const REGISTRY: &[(&str, AttrType)] = &[
     ("uniqueOptions", AttrType::String),
 ];
 
+/// The `storageDriverName`s a `backendType` may name: every driver storch has.
+pub const BACKEND_TYPES: &[&str] = &[
+    "eseries-iscsi",
+    "fake",
+    "local",
+    "nexentastor-iscsi",
+    "ontap-nas",
+    "ontap-nas-economy",
+    "ontap-nas-flexgroup",
+    "ontap-san",
+    "solidfire-san",
+];
+
+/// The values a string attribute may take, where it has a fixed set (case-sensitive, as
+/// matching is). Requests and offers alike are checked against them, so a class asking for
+/// `media: floppy` is refused rather than matching nothing forever.
+pub fn allowed_values(name: &str) -> Option<&'static [&'static str]> {
+    match name {
+        "media" => Some(&["hdd", "hybrid", "ssd"]),
+        "provisioningType" => Some(&["thick", "thin"]),
+        "backendType" => Some(BACKEND_TYPES),
+        _ => None,
+    }
+}
+
+/// Checks a string value of attribute `name` against [`allowed_values`].
+fn check_value(name: &str, value: &str) -> Result<(), String> {
+    match allowed_values(name) {
+        Some(allowed) if !allowed.contains(&value) => Err(format!(
+            "invalid value {} for storage attribute {name}: expected one of {}",
+            super::quote(value),
+            allowed.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The attribute registry: name (case-sensitive) → type. `None` for unknown names.
 pub fn attr_type(name: &str) -> Option<AttrType> {
     REGISTRY.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
@@ -116,13 +153,17 @@ impl Request {
             AttrType::Int => value.parse::<i64>().ok().map(Request::Int),
             AttrType::String => Some(Request::String(value.to_string())),
         };
-        parsed.ok_or_else(|| {
+        let parsed = parsed.ok_or_else(|| {
             format!(
                 "storage attribute value ({}) doesn't match the specified type ({ty}) of \
                  attribute {name}",
                 clip(value)
             )
-        })
+        })?;
+        if let Request::String(s) = &parsed {
+            check_value(name, s)?;
+        }
+        Ok(parsed)
     }
 
     /// The type of this request's value.
@@ -246,6 +287,11 @@ impl Offer {
 
 fn check_type(name: &str, ty: AttrType, offer: &Offer) -> Result<(), String> {
     if offer.attr_type() == ty {
+        if let Offer::Strings(set) = offer {
+            for value in set {
+                check_value(name, value)?;
+            }
+        }
         Ok(())
     } else {
         Err(format!(
@@ -462,10 +508,40 @@ mod tests {
     }
 
     #[test]
+    fn values_are_checked_against_what_the_attribute_allows() {
+        for (name, good, bad) in [
+            ("media", "hybrid", "floppy"),
+            ("media", "ssd", "SSD"),
+            ("provisioningType", "thin", "thinnish"),
+            ("backendType", "ontap-san", "ontap"),
+        ] {
+            assert_eq!(
+                Request::parse(name, good),
+                Ok(Request::String(good.to_string()))
+            );
+            let e = Request::parse(name, bad).unwrap_err();
+            assert!(
+                e.starts_with(&format!(
+                    "invalid value \"{bad}\" for storage attribute {name}"
+                )),
+                "{e}"
+            );
+            assert!(
+                Offer::parse(name, &json!({"offer": [good, bad]}))
+                    .unwrap_err()
+                    .contains(bad)
+            );
+        }
+        let floppy: BTreeMap<String, Offer> =
+            [("media".to_string(), Offer::strings(["floppy"]))].into();
+        assert!(check_offers(&floppy).unwrap_err().contains("floppy"));
+    }
+
+    #[test]
     fn parse_string_requests_and_unknown_names() {
         for value in ["thin", "", " spaced ", "SSD", "true", "1500"] {
             assert_eq!(
-                Request::parse("media", value),
+                Request::parse("uniqueOptions", value),
                 Ok(Request::String(value.to_string()))
             );
         }

@@ -20,7 +20,7 @@ pub use publication::Publication;
 pub use request::{
     RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
 };
-pub use size::{format_size, parse_size};
+pub use size::{canonical_size, format_size, parse_size, parse_size_strict};
 pub use storage_class::{
     ClassParameters, CompiledClass, PoolSelector, PoolVerdict, StorageClassConfig,
     class_from_parameters,

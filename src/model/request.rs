@@ -2,7 +2,7 @@
 //! input into one of these, and the core takes nothing else. A parse error names the field.
 
 use super::volume::{AccessMode, Protocol, VolumeConfig, resolve_protocol};
-use super::{NameError, parse_size, validate_name};
+use super::{NameError, canonical_size, parse_size_strict, validate_name};
 
 /// The longest prefix of a bad value quoted back in an error message.
 const QUOTE_MAX_CHARS: usize = 64;
@@ -40,8 +40,10 @@ pub enum RequestError {
     Handle(String),
 }
 
-/// A size as a request gives it: it must parse (integers with Trident's suffixes) and be above
-/// zero. The text is kept, since Trident stores and shows sizes as given.
+/// A size as a request gives it: it must parse strictly ([`parse_size_strict`]: whole numbers,
+/// Trident's units spelled one way, no spaces) and be above zero. It is kept in its one
+/// canonical spelling ([`canonical_size`]), so `1G`, `1GiB` and `1073741824` are all stored as
+/// `1Gi`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestedSize {
     text: String,
@@ -50,7 +52,7 @@ pub struct RequestedSize {
 
 impl RequestedSize {
     pub fn parse(size: &str) -> Result<RequestedSize, RequestError> {
-        let bytes = parse_size(size).map_err(RequestError::Size)?;
+        let bytes = parse_size_strict(size).map_err(RequestError::Size)?;
         if bytes == 0 {
             return Err(RequestError::Size(format!(
                 "invalid size {}: size must be greater than zero",
@@ -58,12 +60,12 @@ impl RequestedSize {
             )));
         }
         Ok(RequestedSize {
-            text: size.to_string(),
+            text: canonical_size(bytes),
             bytes,
         })
     }
 
-    /// The size as given (`"2Gi"`).
+    /// The size in its canonical spelling (`"2Gi"`).
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -107,7 +109,9 @@ impl VolumeRequest {
         let size = if config.size.is_empty() && !config.clone_source_volume.is_empty() {
             None
         } else {
-            Some(RequestedSize::parse(&config.size)?)
+            let size = RequestedSize::parse(&config.size)?;
+            config.size = size.as_str().to_string();
+            Some(size)
         };
         Ok(VolumeRequest {
             config,
@@ -281,10 +285,29 @@ mod tests {
     }
 
     #[test]
-    fn sizes_are_kept_as_given() {
+    fn sizes_are_stored_canonical() {
         let s = RequestedSize::parse("1536Mi").unwrap();
         assert_eq!((s.as_str(), s.bytes()), ("1536Mi", 1536 << 20));
-        for bad in ["0", "-1", "1.5Gi", "lots", "99999999999999999999999", ""] {
+        for same in ["1G", "1GiB", "1024Mi", "1073741824"] {
+            assert_eq!(
+                RequestedSize::parse(same).unwrap().as_str(),
+                "1Gi",
+                "{same}"
+            );
+        }
+        let r = VolumeRequest::parse(config("v", "2048Mi")).unwrap();
+        assert_eq!(r.config().size, "2Gi");
+        for bad in [
+            " 1Gi",
+            "1 Gi",
+            "1gi",
+            "0",
+            "-1",
+            "1.5Gi",
+            "lots",
+            "99999999999999999999999",
+            "",
+        ] {
             assert!(RequestedSize::parse(bad).is_err(), "{bad}");
         }
     }

@@ -99,6 +99,72 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The unit spellings a request may use ([`parse_size_strict`]): binary (`Ki`, `KiB` and
+/// Trident's `K`, up to exa), SI (`KB` … `EB`) and `B`.
+const STRICT_UNITS: &[&str] = &[
+    "B", "K", "Ki", "KiB", "KB", "M", "Mi", "MiB", "MB", "G", "Gi", "GiB", "GB", "T", "Ti", "TiB",
+    "TB", "P", "Pi", "PiB", "PB", "E", "Ei", "EiB", "EB",
+];
+
+/// Parses a size as a request must write it: decimal digits, then at most one unit spelled
+/// exactly as one of [`STRICT_UNITS`] (`1Gi`, `1GiB`, `1G`, `1GB`, `512`): no spaces, no
+/// sign, no other case (`1gi` is refused, naming the spelling to use). Binary units are
+/// powers of 1024 and SI units powers of 1000, as in [`parse_size`].
+pub fn parse_size_strict(s: &str) -> Result<u64, String> {
+    let fail = |why: String| Err(format!("invalid size {:?}: {why}", clip(s)));
+    if s.is_empty() {
+        return fail("the value is empty".to_string());
+    }
+    if s.chars().any(char::is_whitespace) {
+        return fail("spaces are not allowed (write e.g. 10Gi)".to_string());
+    }
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = s.split_at(digits);
+    if number.is_empty() {
+        // `parse_size` names the problem (a sign, a fraction, no number…).
+        return match parse_size(s) {
+            Err(e) => Err(e),
+            Ok(_) => fail("it must start with a whole number".to_string()),
+        };
+    }
+    if !unit.is_empty() && !STRICT_UNITS.contains(&unit) {
+        if let Some(spelled) = STRICT_UNITS
+            .iter()
+            .find(|u| u.eq_ignore_ascii_case(unit) && unit.bytes().all(|b| b.is_ascii_alphabetic()))
+        {
+            return fail(format!("the unit is spelled {spelled:?}"));
+        }
+        return parse_size(s).and_then(|_| {
+            Err(format!(
+                "invalid size {:?}: unknown unit {:?} (use e.g. Ki, Mi, Gi, Ti for powers of 1024 \
+                 or KB, MB, GB, TB for powers of 1000)",
+                clip(s),
+                clip(unit)
+            ))
+        });
+    }
+    parse_size(s)
+}
+
+/// The one way a size is stored: the unit, binary or SI, that divides it exactly with the
+/// smallest number (`1Gi`, `1536Mi`, `2GB`, `1000Ki`), else bytes (`1000001`).
+pub fn canonical_size(bytes: u64) -> String {
+    const BINARY: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    const SI: [&str; 6] = ["KB", "MB", "GB", "TB", "PB", "EB"];
+    let mut best = (bytes, "");
+    for power in 1..=6u32 {
+        for (unit, name) in [
+            (1u64 << (10 * power), BINARY[power as usize - 1]),
+            (1000u64.pow(power), SI[power as usize - 1]),
+        ] {
+            if bytes != 0 && bytes % unit == 0 && bytes / unit < best.0 {
+                best = (bytes / unit, name);
+            }
+        }
+    }
+    format!("{}{}", best.0, best.1)
+}
+
 /// Formats bytes in IEC units for people: `1 GiB`, `1.5 MiB`, `512 B`. At most one decimal,
 /// rounded half up, and a trailing `.0` is dropped.
 pub fn format_size(bytes: u64) -> String {
@@ -300,7 +366,76 @@ mod tests {
         }
     }
 
+    #[test]
+    fn strict_sizes() {
+        let cases: &[(&str, Result<u64, &str>)] = &[
+            ("1Gi", Ok(GI)),
+            ("1GiB", Ok(GI)),
+            ("1G", Ok(GI)),
+            ("1GB", Ok(1_000_000_000)),
+            ("512", Ok(512)),
+            ("512B", Ok(512)),
+            ("20Mi", Ok(20 * MI)),
+            (" 1Gi", Err("spaces are not allowed")),
+            ("1Gi ", Err("spaces are not allowed")),
+            ("1 Gi", Err("spaces are not allowed")),
+            ("1gi", Err("the unit is spelled \"Gi\"")),
+            ("1gb", Err("the unit is spelled \"GB\"")),
+            ("1KIB", Err("the unit is spelled \"KiB\"")),
+            ("1bytes", Err("unknown unit")),
+            ("1x", Err("unknown unit")),
+            ("1.5Gi", Err("only whole numbers")),
+            ("+1Gi", Err("must start with a whole number")),
+            ("-1Gi", Err("must not be negative")),
+            ("Gi", Err("there is no number")),
+            ("", Err("the value is empty")),
+            ("16Ei", Err("larger than")),
+            ("1Ğ", Err("is not a whole number")),
+        ];
+        for (input, want) in cases {
+            match (parse_size_strict(input), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{input:?}"),
+                (Err(got), Err(want)) => {
+                    assert!(got.contains(want), "{input:?}: {got}");
+                    assert!(got.starts_with("invalid size \""), "{input:?}: {got}");
+                }
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn canonical_table() {
+        let cases = [
+            (1, "1"),
+            (1000, "1KB"),
+            (1024, "1Ki"),
+            (GI, "1Gi"),
+            (1536 * MI, "1536Mi"),
+            (1_000_000_000, "1GB"),
+            (2_000_000_000, "2GB"),
+            (1_500_000_000, "1500MB"),
+            (1_000_001, "1000001"),
+            (1_024_000, "1000Ki"),
+            (3 * EI, "3Ei"),
+            (u64::MAX, "18446744073709551615"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(canonical_size(bytes), want, "{bytes}");
+        }
+    }
+
     proptest::proptest! {
+        #[test]
+        fn canonical_sizes_parse_back_strictly(bytes in 1u64..) {
+            proptest::prop_assert_eq!(parse_size_strict(&canonical_size(bytes)), Ok(bytes));
+        }
+
+        #[test]
+        fn strict_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_size_strict(&s);
+        }
+
         #[test]
         fn parse_never_panics(s in "\\PC{0,40}") {
             let _ = parse_size(&s);

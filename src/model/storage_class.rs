@@ -65,6 +65,12 @@ impl StorageClassConfig {
     /// Like Go's decoder, unknown keys are ignored and `null` counts as absent. Unlike it, keys
     /// are matched case-sensitively.
     pub fn from_value(value: Value) -> Result<StorageClassConfig, String> {
+        StorageClassConfig::from_value_reporting(value).map(|(config, _)| config)
+    }
+
+    /// [`StorageClassConfig::from_value`], also answering the top-level keys it ignored
+    /// (sorted), so that a frontend can say which (`warnings`).
+    pub fn from_value_reporting(value: Value) -> Result<(StorageClassConfig, Vec<String>), String> {
         let Value::Object(mut obj) = value else {
             return Err(format!(
                 "a storage class must be a JSON object, got {}",
@@ -96,7 +102,8 @@ impl StorageClassConfig {
             take_selector(EXCLUDE_STORAGE_POOLS, take(EXCLUDE_STORAGE_POOLS))?;
         let parameters = take_parameters(take("parameters"))?;
         driver_parameters::check_parameters(&parameters, backend_type(&attributes))?;
-        Ok(StorageClassConfig {
+        let ignored: Vec<String> = obj.keys().cloned().collect();
+        let config = StorageClassConfig {
             version: if version.is_empty() {
                 "1".to_string()
             } else {
@@ -109,7 +116,8 @@ impl StorageClassConfig {
             exclude_storage_pools,
             parameters,
             sealed: None,
-        })
+        };
+        Ok((config, ignored))
     }
 
     /// Whether a parameter's value is secret (sealed in events, redacted in output).

@@ -72,6 +72,15 @@ impl Core {
                         if rec.protocol == Protocol::Any { "any" } else { rec.protocol.as_str() }
                     ));
                 }
+                if let (Some(size), Some(limits)) = (
+                    size_bytes,
+                    slot.as_ref()
+                        .and_then(|s| s.status.driver())
+                        .map(|d| crate::drivers::StorageDriver::size_limits(d.as_ref())),
+                ) && let Err(why) = limits.check(size)
+                {
+                    reasons.push(format!("size outside what the driver takes: {why}"));
+                }
                 if let (Some(size), Some(free)) = (size_bytes, free.get(&pool.name))
                     && *free < size
                 {

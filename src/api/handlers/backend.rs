@@ -8,6 +8,7 @@ use axum::response::Response;
 
 use super::{Call, ReqCtx};
 use crate::actors::Core;
+use crate::api::body::Accepts;
 use crate::api::dto::{
     BackendListResponse, BackendNameResponse, BackendResponse, EmptyResponse, ErrorResponse,
 };
@@ -28,6 +29,7 @@ use crate::api::{input, redact};
         (status = 201, description = "Added (or, for an existing name, updated)", body = BackendNameResponse),
         (status = 400, description = "Invalid config, or the driver could not initialise", body = ErrorResponse),
         (status = 413, description = "Body over 1 MiB", body = ErrorResponse),
+        (status = 415, description = "A Content-Type other than JSON or YAML", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn add(
@@ -37,11 +39,17 @@ pub(crate) async fn add(
     body: Body,
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::AddBackend, ctx);
-    let bytes = call.body(&headers, body).await?;
-    let doc = call.input(input::parse_backend_doc(&bytes))?;
+    let (bytes, format) = call.document(&headers, body, Accepts::JsonOrYaml).await?;
+    let doc = call.input(input::parse_backend_as(&bytes, format))?;
     let secrets = redact::secret_values(&doc);
     let name = call.core_scrubbed(core.add_backend(call.ctx(), doc).await, &secrets)?;
-    call.reply(StatusCode::CREATED, &BackendNameResponse { backend: name })
+    call.reply(
+        StatusCode::CREATED,
+        &BackendNameResponse {
+            backend: name,
+            warnings: Vec::new(),
+        },
+    )
 }
 
 /// `POST /trident/v1/backend/{backend}`: 200 `{"backend":"<new name>"}`.
@@ -70,12 +78,18 @@ pub(crate) async fn update(
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::UpdateBackend, ctx);
     let name = call.path_name("backend name", path)?;
-    let bytes = call.body(&headers, body).await?;
-    let doc = call.input(input::parse_backend_doc(&bytes))?;
+    let (bytes, format) = call.document(&headers, body, Accepts::JsonOrYaml).await?;
+    let doc = call.input(input::parse_backend_as(&bytes, format))?;
     let secrets = redact::secret_values(&doc);
     let new_name =
         call.core_scrubbed(core.update_backend(call.ctx(), &name, doc).await, &secrets)?;
-    call.reply(StatusCode::OK, &BackendNameResponse { backend: new_name })
+    call.reply(
+        StatusCode::OK,
+        &BackendNameResponse {
+            backend: new_name,
+            warnings: Vec::new(),
+        },
+    )
 }
 
 /// `GET /trident/v1/backend/{backend}`: `{"backend":{BackendExternal}}`.

@@ -113,16 +113,33 @@ impl Call {
             .map_err(|e| self.fail(ErrorKind::Input(InputError::QueryString(e.body_text()))))
     }
 
-    /// The whole body, under the size cap and the read deadline.
+    /// The whole JSON body, under the size cap and the read deadline, once its
+    /// `Content-Type` says JSON (or says nothing).
     pub(crate) async fn body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
-        super::body::read_limited(
+        let (bytes, _) = self
+            .document(headers, body, super::body::Accepts::Json)
+            .await?;
+        Ok(bytes)
+    }
+
+    /// The whole body and the language its `Content-Type` says it is in (`None`: no type),
+    /// once that is one `accepts` allows (else 415, nothing read).
+    pub(crate) async fn document(
+        &self,
+        headers: &HeaderMap,
+        body: Body,
+        accepts: super::body::Accepts,
+    ) -> Result<(Bytes, Option<super::body::Format>), ApiError> {
+        let format = super::body::body_format(headers, accepts).map_err(|k| self.fail(k))?;
+        let bytes = super::body::read_limited(
             headers,
             body,
             super::MAX_BODY_BYTES,
             super::BODY_READ_TIMEOUT,
         )
         .await
-        .map_err(|kind| self.fail(kind))
+        .map_err(|kind| self.fail(kind))?;
+        Ok((bytes, format))
     }
 
     /// A JSON answer.

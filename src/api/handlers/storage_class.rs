@@ -36,13 +36,14 @@ pub(crate) async fn add(
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::AddStorageClass, ctx);
     let bytes = call.body(&headers, body).await?;
-    let config = call.input(input::parse_storage_class(&bytes))?;
+    let (config, warnings) = call.input(input::parse_storage_class_reporting(&bytes))?;
     let name = call.core(core.add_storage_class(call.ctx(), config).await)?;
     tracing::info!(storage_class = %name, "storage class added");
     call.reply(
         StatusCode::CREATED,
         &StorageClassNameResponse {
             storage_class: name,
+            warnings,
         },
     )
 }

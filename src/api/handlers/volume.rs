@@ -39,7 +39,7 @@ pub(crate) async fn add(
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::AddVolume, ctx);
     let bytes = call.body(&headers, body).await?;
-    let request = call.input(input::parse_volume(&bytes))?;
+    let (request, warnings) = call.input(input::parse_volume_reporting(&bytes))?;
     let view = call.core(core.add_volume(call.ctx(), request).await)?;
     tracing::info!(
         volume = %view.config.name,
@@ -51,6 +51,7 @@ pub(crate) async fn add(
         StatusCode::CREATED,
         &BackendNameResponse {
             backend: view.backend,
+            warnings,
         },
     )
 }

@@ -206,6 +206,12 @@ async fn add(ctx: &Ctx, res: &Resource, doc: &Value) -> CliResult<String> {
         .post(url.clone(), doc)
         .await
         .map_err(|e| CliError::rest(what(), e))?;
+    // Fields of the file the server ignored (Trident-shaped bodies accept unknown fields).
+    if let Some(Value::Array(warnings)) = answer.get("warnings") {
+        for w in warnings.iter().filter_map(Value::as_str) {
+            eprintln!("Warning: {w}");
+        }
+    }
     if res.kind == Kind::Volume {
         // The answer names the backend; the volume is the one asked for.
         return Ok(doc["name"].as_str().unwrap_or_default().to_string());

@@ -512,6 +512,10 @@ impl StorageDriver for EseriesDriver {
         eseries_internal_name(&self.cfg.prefix, volume_name)
     }
 
+    fn size_limits(&self) -> super::SizeLimits {
+        super::SizeLimits::at_least(MIN_VOLUME_BYTES)
+    }
+
     async fn discover(&self) -> DriverResult<Discovery> {
         let d = self.run_discovery().await?;
         let free_bytes = d

@@ -47,13 +47,9 @@ pub fn is_ours(v: &Volume) -> bool {
 /// filesystem Trident allows.
 pub fn check_request(req: &CreateRequest) -> DriverResult<()> {
     check_label(&req.internal_name)?;
-    if req.size_bytes < MIN_VOLUME_BYTES {
-        return Err(DriverError::Invalid(format!(
-            "requested volume size ({} bytes) is too small; the minimum volume size is \
-             {MIN_VOLUME_BYTES} bytes",
-            req.size_bytes
-        )));
-    }
+    crate::drivers::SizeLimits::at_least(MIN_VOLUME_BYTES)
+        .check(req.size_bytes)
+        .map_err(DriverError::Invalid)?;
     match req.config.file_system.as_str() {
         "" | "xfs" | "ext3" | "ext4" => Ok(()),
         other => Err(DriverError::Invalid(format!(

@@ -332,6 +332,10 @@ impl StorageDriver for FakeDriver {
         format!("trident-{volume_name}")
     }
 
+    fn size_limits(&self) -> super::SizeLimits {
+        super::SizeLimits::at_least(MIN_VOLUME_BYTES)
+    }
+
     async fn discover(&self) -> DriverResult<Discovery> {
         self.delay().await;
         let free_bytes = {
@@ -371,12 +375,9 @@ impl StorageDriver for FakeDriver {
         } else {
             req.size_bytes
         };
-        if size < MIN_VOLUME_BYTES {
-            return Err(DriverError::Invalid(format!(
-                "requested volume size ({size} bytes) is too small; the minimum volume size is \
-                 {MIN_VOLUME_BYTES} bytes (1 MiB)"
-            )));
-        }
+        self.size_limits()
+            .check(size)
+            .map_err(DriverError::Invalid)?;
         let volume = Volume {
             pool,
             size_bytes: size,

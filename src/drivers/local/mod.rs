@@ -333,6 +333,10 @@ impl StorageDriver for LocalDriver {
         format!("{}{volume_name}", self.inner.cfg.prefix)
     }
 
+    fn size_limits(&self) -> super::SizeLimits {
+        super::SizeLimits::at_least(MIN_VOLUME_BYTES)
+    }
+
     async fn discover(&self) -> DriverResult<Discovery> {
         self.run(|d| d.discover()).await
     }

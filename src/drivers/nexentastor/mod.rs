@@ -270,6 +270,11 @@ impl StorageDriver for NexentaDriver {
         )
     }
 
+    /// A zvol of any size: the appliance rounds it up to whole 8 KiB blocks.
+    fn size_limits(&self) -> super::SizeLimits {
+        super::SizeLimits::ANY
+    }
+
     async fn discover(&self) -> DriverResult<Discovery> {
         let mut pools = Vec::new();
         let mut free_bytes = BTreeMap::new();

@@ -246,13 +246,7 @@ impl OntapDriver {
     }
 
     fn check_size(&self, size: u64) -> DriverResult<()> {
-        if size < MIN_VOLUME_BYTES {
-            return Err(DriverError::Invalid(format!(
-                "requested volume size ({size} bytes) is too small; the minimum volume size is \
-                 {MIN_VOLUME_BYTES} bytes (20 MiB)"
-            )));
-        }
-        Ok(())
+        self.size_limits().check(size).map_err(DriverError::Invalid)
     }
 
     fn nfs_access(&self, d: &Discovered, path: &str) -> AccessInfo {
@@ -374,6 +368,10 @@ impl StorageDriver for OntapDriver {
 
     fn internal_name(&self, volume_name: &str) -> String {
         ontap_internal_name(&self.cfg.prefix, volume_name)
+    }
+
+    fn size_limits(&self) -> super::SizeLimits {
+        super::SizeLimits::at_least(MIN_VOLUME_BYTES)
     }
 
     async fn discover(&self) -> DriverResult<Discovery> {

@@ -22,6 +22,9 @@ pub const MIN_API_VERSION: &str = "8.0";
 /// The smallest volume (Trident's SolidFire minimum): 1,000,000,000 bytes.
 pub const MIN_VOLUME_BYTES: u64 = 1_000_000_000;
 
+/// The largest volume Element makes: 16 TiB.
+pub const MAX_VOLUME_BYTES: u64 = 16 << 40;
+
 /// The pool of a backend without `Types`.
 pub const DEFAULT_POOL: &str = "SolidFire-default";
 

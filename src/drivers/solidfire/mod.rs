@@ -44,7 +44,7 @@ use super::{
 };
 use crate::model::{AccessInfo, Offer, PoolInfo, Protocol};
 
-pub use self::config::MIN_VOLUME_BYTES;
+pub use self::config::{MAX_VOLUME_BYTES, MIN_VOLUME_BYTES};
 
 /// The `storageDriverName`.
 pub const DRIVER_NAME: &str = "solidfire-san";
@@ -274,21 +274,14 @@ impl SolidFireDriver {
     }
 
     fn check_size(&self, size: u64) -> DriverResult<()> {
-        if size < MIN_VOLUME_BYTES {
-            return Err(DriverError::Invalid(format!(
-                "requested volume size ({size} bytes) is too small; the minimum volume size is \
-                 {MIN_VOLUME_BYTES} bytes"
-            )));
-        }
-        if let Some(limit) = self.cfg.limit_volume_size
-            && size > limit
-        {
-            return Err(DriverError::Invalid(format!(
-                "requested volume size ({size} bytes) is larger than limitVolumeSize \
-                 ({limit} bytes)"
-            )));
-        }
-        Ok(())
+        self.size_limits()
+            .check(size)
+            .map_err(|e| match self.cfg.limit_volume_size {
+                Some(l) if size > l && l < MAX_VOLUME_BYTES => {
+                    DriverError::Invalid(format!("{e} (the backend's limitVolumeSize)"))
+                }
+                _ => DriverError::Invalid(e),
+            })
     }
 
     /// Free bytes the cluster can still provision.
@@ -347,6 +340,18 @@ impl StorageDriver for SolidFireDriver {
 
     fn internal_name(&self, volume_name: &str) -> String {
         solidfire_internal_name(volume_name)
+    }
+
+    /// Element's limits (1 GB to 16 TiB), the maximum lowered by `limitVolumeSize`.
+    fn size_limits(&self) -> super::SizeLimits {
+        let max = self
+            .cfg
+            .limit_volume_size
+            .map_or(MAX_VOLUME_BYTES, |l| l.min(MAX_VOLUME_BYTES));
+        super::SizeLimits {
+            min_bytes: MIN_VOLUME_BYTES,
+            max_bytes: Some(max),
+        }
     }
 
     async fn discover(&self) -> DriverResult<Discovery> {

@@ -97,6 +97,10 @@ fn parse_errors() {
             "invalid JSON: storage attribute value (yes) doesn't match the specified type (bool)",
         ),
         (
+            r#"{"attributes":{"media":"SSD"}}"#,
+            "invalid JSON: invalid value \"SSD\" for storage attribute media: expected one of hdd, hybrid, ssd",
+        ),
+        (
             r#"{"attributes":{"IOPS":"1.5k"}}"#,
             "invalid JSON: storage attribute value (1.5k) doesn't match the specified type (int)",
         ),
@@ -332,11 +336,11 @@ fn pool_matching_order() {
             Match,
         ),
         (
-            "string case",
-            json!({"attributes": {"media": "SSD"}}),
+            "string not in the offered set",
+            json!({"attributes": {"media": "hdd"}}),
             "b",
             &rich,
-            mismatch("media", "SSD", Some("{ssd}")),
+            mismatch("media", "hdd", Some("{ssd}")),
         ),
         (
             "not offered",

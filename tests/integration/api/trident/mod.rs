@@ -4,9 +4,11 @@
 //! Every answer goes through [`reply`], which checks what every response must have: Trident's
 //! JSON content type, a body that parses as JSON and ends in `\n`, and an `X-Request-Id`.
 //! Every refused request goes through [`Api::refused`], which also checks that nothing changed
-//! (every list, and every listed object).
+//! (every list, every listed object, and the length of the event log). `bad_input` walks the
+//! route table with bad input of every kind.
 
 mod backends;
+mod bad_input;
 mod classes;
 mod requests;
 mod routing;
@@ -130,10 +132,24 @@ impl Api {
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Reply {
+        self.call_typed(method, path, body, None).await
+    }
+
+    /// A request with a `Content-Type` header (or none).
+    async fn call_typed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: Option<&str>,
+    ) -> Reply {
         let what = format!("{method} {path}");
         let mut req = self.client.request(method, format!("{}{path}", self.base));
         if let Some(b) = body {
             req = req.body(b);
+        }
+        if let Some(t) = content_type {
+            req = req.header("content-type", t);
         }
         let r = req.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
         reply(r, &what).await
@@ -170,6 +186,13 @@ impl Api {
         serde_json::from_value(r.json[key].clone()).unwrap()
     }
 
+    /// How many events the log holds.
+    async fn log_len(&self) -> usize {
+        let r = self.get(&format!("{V1}/events?limit=100000")).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        r.json["events"].as_array().expect("an event list").len()
+    }
+
     /// Everything the API shows: the three lists and every listed object.
     async fn state(&self) -> Value {
         let mut out = Map::new();
@@ -189,7 +212,8 @@ impl Api {
         Value::Object(out)
     }
 
-    /// A request that must fail with `status` and change nothing the API shows.
+    /// A request that must fail with `status` and change nothing the API shows, nor record
+    /// anything.
     async fn refused(
         &self,
         method: Method,
@@ -197,12 +221,47 @@ impl Api {
         body: Option<Vec<u8>>,
         status: u16,
     ) -> Reply {
+        self.refused_typed(method, path, body, None, status).await
+    }
+
+    /// A create that fails after placement tried pools: it must fail with `status` and change
+    /// nothing the API shows, but its attempts are recorded (that is the audit trail).
+    async fn failed_post(&self, path: &str, body: impl Into<Vec<u8>>, status: u16) -> Reply {
+        self.refused_checked(Method::POST, path, Some(body.into()), None, status, false)
+            .await
+    }
+
+    /// [`Api::refused`] with a `Content-Type`.
+    async fn refused_typed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: Option<&str>,
+        status: u16,
+    ) -> Reply {
+        self.refused_checked(method, path, body, content_type, status, true)
+            .await
+    }
+
+    async fn refused_checked(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: Option<&str>,
+        status: u16,
+        log_unchanged: bool,
+    ) -> Reply {
         let before = self.state().await;
+        let log_before = self.log_len().await;
         let shown = body
             .as_ref()
             .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned())
             .unwrap_or_default();
-        let r = self.call(method.clone(), path, body).await;
+        let r = self
+            .call_typed(method.clone(), path, body, content_type)
+            .await;
         assert_eq!(
             r.status, status,
             "{method} {path} {shown}: unexpected answer {}",
@@ -215,6 +274,13 @@ impl Api {
         );
         let after = self.state().await;
         assert_eq!(after, before, "{method} {path} {shown} changed the state");
+        if log_unchanged {
+            assert_eq!(
+                self.log_len().await,
+                log_before,
+                "{method} {path} {shown} recorded events"
+            );
+        }
         r
     }
 

@@ -307,7 +307,7 @@ async fn the_explain_endpoint_a_failed_create_points_at_exists() {
     api.ok(&format!("{V1}/storageclass"), &json!({"name": "any"}), 201)
         .await;
     let r = api
-        .refused_post(
+        .failed_post(
             &format!("{V1}/volume"),
             volume("x", "1Gi", "any").to_string(),
             400,

@@ -61,7 +61,11 @@ async fn volume_add_get_list_delete() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.json);
-    assert_eq!(r.json, json!({"backend": "nas"}));
+    assert_eq!(
+        r.json,
+        json!({"backend": "nas", "warnings": ["unknown field \"unknownKey\" was ignored"]}),
+        "a Trident body's unknown fields are accepted and named"
+    );
 
     let r = api.get(&format!("{V1}/volume/v1")).await;
     assert_eq!(r.status, 200, "{}", r.json);
@@ -333,7 +337,7 @@ async fn all_pools_failing_names_every_pool_and_reason() {
     api.ok(&format!("{V1}/storageclass"), &json!({"name": "any"}), 201)
         .await;
     let r = api
-        .refused_post(
+        .failed_post(
             &format!("{V1}/volume"),
             volume("x", "1Gi", "any").to_string(),
             400,
