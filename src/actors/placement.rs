@@ -1,7 +1,8 @@
 //! The placement policy: which pools a create tries, in which order.
 //!
-//! Candidates are the class's matched pools ∩ protocol ∩ backend online ∩ free capacity ∩
-//! reachable from the request's topology (when it names one), shuffled with a recorded seed,
+//! Candidates are the class's matched pools ∩ protocol ∩ backend online and not suspended by
+//! an operator ∩ free capacity ∩ reachable from the request's topology (when it names one),
+//! shuffled with a recorded seed,
 //! then ordered by the topology's preferred segments and then by their backend's load (driver calls running
 //! and queued per permit, plus creates planned onto it first whose intent is not yet durable;
 //! a stable sort, so the shuffle decides among equals). An idle system places at random, as
@@ -37,6 +38,7 @@ pub(crate) fn plan(
     };
     let mut candidates = Vec::with_capacity(matched.len());
     let mut starting = std::collections::BTreeSet::new();
+    let mut suspended = std::collections::BTreeSet::new();
     let mut outside = 0usize;
     let mut rank = std::collections::HashMap::new();
     shared.projection.read(|state| {
@@ -54,6 +56,11 @@ pub(crate) fn plan(
                     continue;
                 }
                 rank.insert(pool.backend.clone(), t.rank(&rec.topology));
+            }
+            // An operator's suspension holds whatever the backend's health: not a wait.
+            if rec.suspended {
+                suspended.insert(pool.backend.clone());
+                continue;
             }
             let Some(slot) = backends.get(&pool.backend) else {
                 continue;
@@ -84,6 +91,14 @@ pub(crate) fn plan(
             names.join(", ")
         )));
     }
+    if candidates.is_empty() && !suspended.is_empty() {
+        let names: Vec<String> = suspended.into_iter().collect();
+        return Err(CoreError::Failed(format!(
+            "no available backends for storage class {class}: {} {SUSPENDED}; {}",
+            names.join(", "),
+            explain_hint(class)
+        )));
+    }
     if candidates.is_empty() && outside > 0 {
         return Err(CoreError::Failed(format!(
             "{OUTSIDE_TOPOLOGY}: {outside} pool(s) of storage class {class} could take the volume, \
@@ -105,6 +120,10 @@ pub(crate) fn plan(
     });
     Ok(candidates)
 }
+
+/// Why a suspended backend's pools are out: the one wording placement, explain and a create's
+/// attempt use.
+pub const SUSPENDED: &str = "suspended by the operator (no new volumes land there)";
 
 /// How a plan that found pools, none reachable from the requested topology, starts its
 /// error (a frontend tells it from other refusals by it: CSI answers RESOURCE_EXHAUSTED).

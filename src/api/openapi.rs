@@ -54,6 +54,7 @@ use super::handlers::{backend, drift, events, health, snapshot, storage_class, v
         drift::orphans,
         drift::import,
         drift::reconcile,
+        backend::set_state,
         health::livez,
         health::readyz,
         health::metrics,

@@ -25,3 +25,4 @@ mod replay;
 mod replication;
 mod secrets;
 mod solidfire;
+mod suspend;
