@@ -152,6 +152,8 @@ pub struct Stats {
     pub backends: Vec<BackendStats>,
     /// Every recorded backend → its volumes missing from its array.
     pub missing_by_backend: BTreeMap<String, u64>,
+    /// Every recorded backend → whether an operator suspended it.
+    pub suspended_by_backend: BTreeMap<String, bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -342,6 +344,9 @@ impl Core {
             for (name, rec) in &s.backends {
                 let n = missing.get(name.as_str()).copied().unwrap_or(0);
                 stats.missing_by_backend.insert(name.clone(), n);
+                stats
+                    .suspended_by_backend
+                    .insert(name.clone(), rec.suspended);
                 let slot = backends.get(name);
                 let state = match slot.map(|s| s.status.state()) {
                     _ if !rec.online => BackendState::Offline,

@@ -1,7 +1,8 @@
 //! The placement policy: which pools a create tries, in which order.
 //!
-//! Candidates are the class's matched pools ∩ protocol ∩ backend online ∩ free capacity ∩
-//! reachable from the request's topology (when it names one), shuffled with a recorded seed,
+//! Candidates are the class's matched pools ∩ protocol ∩ backend online and not suspended by
+//! an operator ∩ free capacity ∩ reachable from the request's topology (when it names one),
+//! shuffled with a recorded seed,
 //! then ordered by the topology's preferred segments and then by their backend's load (driver calls running
 //! and queued per permit, plus creates planned onto it first whose intent is not yet durable;
 //! a stable sort, so the shuffle decides among equals). An idle system places at random, as
@@ -37,6 +38,7 @@ pub(crate) fn plan(
     };
     let mut candidates = Vec::with_capacity(matched.len());
     let mut starting = std::collections::BTreeSet::new();
+    let mut suspended = std::collections::BTreeSet::new();
     let mut outside = 0usize;
     // Pools whose driver refuses the size, with why; pools short of free space.
     let mut wrong_size: Vec<String> = Vec::new();
@@ -57,6 +59,11 @@ pub(crate) fn plan(
                     continue;
                 }
                 rank.insert(pool.backend.clone(), t.rank(&rec.topology));
+            }
+            // An operator's suspension holds whatever the backend's health: not a wait.
+            if rec.suspended {
+                suspended.insert(pool.backend.clone());
+                continue;
             }
             let Some(slot) = backends.get(&pool.backend) else {
                 continue;
@@ -94,8 +101,17 @@ pub(crate) fn plan(
             names.join(", ")
         )));
     }
+    if candidates.is_empty() && !suspended.is_empty() {
+        let names: Vec<String> = suspended.into_iter().collect();
+        return Err(CoreError::Failed(format!(
+            "no available backends for storage class {class}: {} {SUSPENDED}; {}",
+            names.join(", "),
+            explain_hint(class)
+        )));
+    }
+    // Not a placement failure but bad input: no pool that was looked at could ever take
+    // this size (a suspended one was not looked at: see above).
     if candidates.is_empty() && !wrong_size.is_empty() && short == 0 {
-        // Bad input, not a placement failure: no pool could ever take this size.
         return Err(CoreError::Invalid(format!(
             "size: no pool of storage class {class} takes a volume of {size_bytes} bytes ({}): {}; {}",
             crate::model::format_size(size_bytes),
@@ -124,6 +140,10 @@ pub(crate) fn plan(
     });
     Ok(candidates)
 }
+
+/// Why a suspended backend's pools are out: the one wording placement, explain and a create's
+/// attempt use.
+pub const SUSPENDED: &str = "suspended by the operator (no new volumes land there)";
 
 /// How a plan that found pools, none reachable from the requested topology, starts its
 /// error (a frontend tells it from other refusals by it: CSI answers RESOURCE_EXHAUSTED).

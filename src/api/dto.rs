@@ -102,7 +102,7 @@ pub struct StorageClassResponse {
     pub storage_class: StorageClassExternal,
 }
 
-/// Trident's `BackendExternal`, plus `state` (and `stateReason` when failed).
+/// Trident's `BackendExternal`, plus `state` (and `stateReason` when failed) and `userState`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BackendExternal {
     pub name: String,
@@ -120,6 +120,11 @@ pub struct BackendExternal {
     /// storch: why the backend failed.
     #[serde(rename = "stateReason", skip_serializing_if = "Option::is_none")]
     pub state_reason: Option<String>,
+    /// storch: what an operator decided, `normal` or `suspended` (no new volumes land there;
+    /// its volumes are still served). Apart from `state`, its health.
+    #[serde(rename = "userState")]
+    #[schema(value_type = String)]
+    pub user_state: &'static str,
 }
 
 /// A pool inside [`BackendExternal`], plus its capacity where known.
@@ -195,6 +200,15 @@ pub struct SnapshotRequest {
     /// The snapshot's name (unique per volume).
     #[serde(default)]
     pub name: String,
+}
+
+/// `POST /backend/{backend}/state` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackendStateRequest {
+    /// `suspended` (no new volumes land on the backend) or `normal`.
+    #[serde(default)]
+    pub state: String,
 }
 
 /// `POST /volume/{volume}/resize` body.
@@ -400,6 +414,7 @@ impl From<BackendView> for BackendExternal {
             volumes: b.volumes,
             state,
             state_reason,
+            user_state: b.user_state.as_str(),
         }
     }
 }
@@ -474,6 +489,7 @@ mod tests {
             online: true,
             state: BackendState::Online,
             volumes: vec!["v1".into(), "v2".into()],
+            user_state: crate::model::UserState::Normal,
         }
     }
 
@@ -491,6 +507,7 @@ mod tests {
         assert_eq!(b["volumes"], json!(["v1", "v2"]));
         assert_eq!(b["state"], "online");
         assert!(b.get("stateReason").is_none());
+        assert_eq!(b["userState"], "normal");
         assert_eq!(b["storage"]["p1"]["name"], "p1");
         assert_eq!(
             b["storage"]["p1"]["storageClasses"],
@@ -530,6 +547,19 @@ mod tests {
         let out = serde_json::to_value(BackendExternal::from(view)).unwrap();
         assert_eq!(out["state"], "offline");
         assert_eq!(out["online"], false);
+    }
+
+    #[test]
+    fn a_suspended_backend_keeps_tridents_fields_and_says_so_in_user_state() {
+        let mut view = backend_view();
+        view.user_state = crate::model::UserState::Suspended;
+        let out = serde_json::to_value(BackendExternal::from(view)).unwrap();
+        assert_eq!(out["userState"], "suspended");
+        assert_eq!(
+            out["online"], true,
+            "Trident's field is about deletion only"
+        );
+        assert_eq!(out["state"], "online", "its health is apart");
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub enum Op {
     ListOrphans,
     ImportVolume,
     ReconcileBackend,
+    SetBackendState,
     /// No route matched: an unknown path, or a known path with the wrong method.
     NoRoute,
     // The dashboard's reads (`/storch/v1/…`).
@@ -92,6 +93,7 @@ impl Op {
             Op::ListOrphans => "list_orphans",
             Op::ImportVolume => "import_volume",
             Op::ReconcileBackend => "reconcile_backend",
+            Op::SetBackendState => "set_backend_state",
             Op::NoRoute => "no_route",
             Op::UiOverview => "ui_overview",
             Op::UiVolumes => "ui_volumes",
@@ -159,6 +161,9 @@ impl Op {
             ["trident", "v1", "backend", name, "reconcile"] if !name.is_empty() && post => {
                 Op::ReconcileBackend
             }
+            ["trident", "v1", "backend", name, "state"] if !name.is_empty() && post => {
+                Op::SetBackendState
+            }
             ["livez"] if get => Op::Livez,
             ["readyz"] if get => Op::Readyz,
             ["metrics"] if get => Op::Metrics,
@@ -187,7 +192,7 @@ impl Op {
                 Some(("backend", Value::from("")))
             }
             Op::AddStorageClass => Some(("storageClass", Value::from(""))),
-            Op::GetBackend => Some(("backend", Value::Null)),
+            Op::GetBackend | Op::SetBackendState => Some(("backend", Value::Null)),
             Op::GetVolume | Op::ResizeVolume | Op::ImportVolume => Some(("volume", Value::Null)),
             Op::ListOrphans => Some(("orphans", Value::Array(Vec::new()))),
             Op::ReconcileBackend => Some(("reconcile", Value::Null)),

@@ -267,6 +267,15 @@ pub fn parse_resize(volume: &str, body: &[u8]) -> Result<ResizeRequest, InputErr
     Ok(ResizeRequest::parse(volume, &req.size)?)
 }
 
+/// Parses a POST backend/{backend}/state body, `{"state":"suspended"}` or `"normal"`.
+pub fn parse_backend_state(body: &[u8]) -> Result<crate::model::UserState, InputError> {
+    let req: crate::api::dto::BackendStateRequest = from_json(body)?;
+    if req.state.is_empty() {
+        return Err(InputError::Mandatory("state"));
+    }
+    crate::model::UserState::parse("state", &req.state).map_err(InputError::Model)
+}
+
 /// Parses a POST volume/import body: the array volume by `backend` and `internalName` or by
 /// `volumeHandle` (not both), the storch `name` and `storageClass`, and `noManage`.
 pub fn parse_import(body: &[u8]) -> Result<crate::model::ImportRequest, InputError> {

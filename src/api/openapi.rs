@@ -55,6 +55,7 @@ use super::ui::handlers as ui;
         drift::orphans,
         drift::import,
         drift::reconcile,
+        backend::set_state,
         health::livez,
         health::readyz,
         health::metrics,

@@ -187,6 +187,20 @@ fn render_gauges(core: &Core, out: &mut String) {
 
     header(
         out,
+        "storch_backend_suspended",
+        "1 while an operator has suspended the backend (it takes no new volumes), else 0.",
+    );
+    for (backend, suspended) in &stats.suspended_by_backend {
+        sample(
+            out,
+            "storch_backend_suspended",
+            &[("backend", backend.as_str())],
+            u64::from(*suspended),
+        );
+    }
+
+    header(
+        out,
         "storch_pool_capacity_bytes",
         "A pool's size, as its backend reported it.",
     );

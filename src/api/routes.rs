@@ -181,6 +181,12 @@ pub(crate) fn table() -> Vec<RouteDef> {
             Op::ReconcileBackend,
             drift::reconcile,
         ),
+        route(
+            M::POST,
+            "/trident/v1/backend/{backend}/state",
+            Op::SetBackendState,
+            backend::set_state,
+        ),
         route(M::GET, "/livez", Op::Livez, health::livez),
         route(M::GET, "/readyz", Op::Readyz, health::readyz),
         route(M::GET, "/metrics", Op::Metrics, health::metrics),

@@ -117,7 +117,8 @@ pub struct CreateVolumeArgs {
 /// `update KIND NAME …`
 #[derive(Debug, Clone, Subcommand)]
 pub enum UpdateKind {
-    /// Replace a backend's config with a file's (JSON or YAML).
+    /// Replace a backend's config with a file's (JSON or YAML), or (--state) suspend it or
+    /// set it back to normal.
     #[command(visible_aliases = ["b", "backends"])]
     Backend {
         /// The backend to update.
@@ -125,7 +126,28 @@ pub enum UpdateKind {
         names: Vec<String>,
         #[command(flatten)]
         file: FileArg,
+        /// Instead of a new config: `suspended` (no new volumes land there; its volumes are
+        /// still served) or `normal`.
+        #[arg(long, value_enum, value_name = "STATE", conflicts_with = "file")]
+        state: Option<BackendUserState>,
     },
+}
+
+/// `update backend NAME --state STATE`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendUserState {
+    Suspended,
+    Normal,
+}
+
+impl BackendUserState {
+    /// The value `POST /backend/{b}/state` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendUserState::Suspended => "suspended",
+            BackendUserState::Normal => "normal",
+        }
+    }
 }
 
 /// `get KIND [NAME…]`

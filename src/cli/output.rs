@@ -164,7 +164,7 @@ impl Kind {
 }
 
 fn backend_table(items: &[Value], wide: bool) -> Table {
-    let mut headers = vec!["NAME", "DRIVER", "STATE", "VOLUMES"];
+    let mut headers = vec!["NAME", "DRIVER", "STATE", "USER STATE", "VOLUMES"];
     if wide {
         headers.extend(["PROTOCOL", "POOLS"]);
     }
@@ -181,6 +181,11 @@ fn backend_table(items: &[Value], wide: bool) -> Table {
             text(b, &["name"]),
             text(b, &["config", "storageDriverName"]),
             state,
+            // A server from before suspension shows none.
+            match text(b, &["userState"]) {
+                s if s.is_empty() => "normal".to_string(),
+                s => s,
+            },
             count(b, &["volumes"]),
         ];
         if wide {
@@ -486,8 +491,29 @@ mod tests {
             json!({"name": "b", "state": "failed", "volumes": []}),
         ];
         let t = Kind::Backend.table(&items, true).render();
-        assert!(t.contains("| a    | fake   | offline | 1       |"), "{t}");
-        assert!(t.contains("| b    |        | failed  | 0       |"), "{t}");
+        assert!(
+            t.contains("| a    | fake   | offline | normal     | 1       |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| b    |        | failed  | normal     | 0       |"),
+            "{t}"
+        );
         assert!(t.contains("PROTOCOL") && t.contains("POOLS"), "{t}");
+    }
+
+    #[test]
+    fn a_suspended_backend_says_so_in_its_own_column() {
+        let items = vec![json!({"name": "a", "config": {"storageDriverName": "fake"},
+            "state": "online", "userState": "suspended", "volumes": ["v"]})];
+        let t = Kind::Backend.table(&items, false).render();
+        assert!(
+            t.contains("| NAME | DRIVER | STATE  | USER STATE | VOLUMES |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| a    | fake   | online | suspended  | 1       |"),
+            "{t}"
+        );
     }
 }

@@ -50,6 +50,11 @@ pub enum BackendEvent {
     /// Where the backend's pools are reachable from (its config's `supportedTopologies`, or a
     /// driver's own key such as NexentaStor's `zone`); empty: from everywhere.
     TopologyDeclared { segments: Vec<Segment> },
+    /// An operator suspended the backend: no new volumes land there; its own volumes are
+    /// still served (deletes, snapshots, clones, resizes).
+    Suspended,
+    /// An operator set the suspended backend back to `normal`: it takes new volumes again.
+    Resumed,
 }
 
 /// Facts about one storage class.
@@ -203,6 +208,8 @@ impl Event {
                 BackendEvent::Purged => "BackendPurged",
                 BackendEvent::Declared { .. } => "BackendDeclared",
                 BackendEvent::TopologyDeclared { .. } => "BackendTopologyDeclared",
+                BackendEvent::Suspended => "BackendSuspended",
+                BackendEvent::Resumed => "BackendResumed",
             },
             Event::StorageClass { event, .. } => match event {
                 StorageClassEvent::Added { .. } => "StorageClassAdded",
@@ -264,6 +271,12 @@ impl Event {
                 BackendEvent::TopologyDeclared { segments } => {
                     let s: Vec<String> = segments.iter().map(segment_text).collect();
                     format!("backend {name} is reachable from {}", s.join(" or "))
+                }
+                BackendEvent::Suspended => {
+                    format!("backend {name} suspended by the operator: no new volumes land there")
+                }
+                BackendEvent::Resumed => {
+                    format!("backend {name} resumed: it takes new volumes again")
                 }
             },
             Event::StorageClass { name, event } => match event {
@@ -426,5 +439,35 @@ mod tests {
         assert_eq!(ev.stream(), "volume/v1");
         assert!(decode(99, &bytes).is_err());
         assert!(decode(SCHEMA_VERSION, &bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn suspension_events_round_trip_and_read_for_people() {
+        for (event, kind, words) in [
+            (
+                BackendEvent::Suspended,
+                "BackendSuspended",
+                "backend b1 suspended by the operator: no new volumes land there",
+            ),
+            (
+                BackendEvent::Resumed,
+                "BackendResumed",
+                "backend b1 resumed: it takes new volumes again",
+            ),
+        ] {
+            let ev = Event::backend("b1", event);
+            assert_eq!(decode(SCHEMA_VERSION, &encode(&ev)).unwrap(), ev);
+            assert_eq!(ev.kind(), kind);
+            assert_eq!(ev.summary(), words);
+            assert_eq!(ev.stream(), "backend/b1");
+        }
+        // Appended after the older variants: their encodings (the variant index) are unchanged.
+        let older = Event::backend("b1", BackendEvent::Purged);
+        let bytes = encode(&older);
+        assert_eq!(decode(SCHEMA_VERSION, &bytes).unwrap(), older);
+        assert!(
+            encode(&Event::backend("b1", BackendEvent::Suspended)) > bytes,
+            "a later variant index"
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod request;
 pub mod size;
 pub mod storage_class;
 pub mod topology;
+pub mod user_state;
 pub mod volume;
 
 pub use attributes::{AttrType, Offer, Request, json_kind};
@@ -26,6 +27,7 @@ pub use storage_class::{
     class_from_parameters,
 };
 pub use topology::{Segment, TopologyRequirement};
+pub use user_state::UserState;
 pub use volume::{AccessInfo, AccessMode, Protocol, VolumeConfig};
 
 use std::collections::BTreeMap;

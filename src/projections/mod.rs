@@ -73,6 +73,8 @@ pub struct BackendRecord {
     pub declared_by: Option<String>,
     /// Where its pools are reachable from (empty: everywhere).
     pub topology: Vec<Segment>,
+    /// Suspended by an operator: placement skips its pools (its volumes are still served).
+    pub suspended: bool,
 }
 
 /// One volume, kept small: a million of them live in memory (48 bytes, boxed in
@@ -387,7 +389,8 @@ const STATE_MAGIC: u8 = 0xFF;
 ///    into a pool table, backends' volume sets as indices into the volume table.
 /// 5: a backend's topology; a volume's publications and whether it is managed (import
 /// `--no-manage`), among its extras.
-const STATE_FORMAT: u8 = 5;
+/// 6: whether a backend is suspended.
+const STATE_FORMAT: u8 = 6;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -437,6 +440,7 @@ impl State {
                         volumes: VolumeNames::default(),
                         declared_by: None,
                         topology: Vec::new(),
+                        suspended: false,
                     },
                 );
             }
@@ -487,6 +491,11 @@ impl State {
             BackendEvent::TopologyDeclared { segments } => {
                 if let Some(b) = self.backends.get_mut(name) {
                     b.topology = segments.clone();
+                }
+            }
+            BackendEvent::Suspended | BackendEvent::Resumed => {
+                if let Some(b) = self.backends.get_mut(name) {
+                    b.suspended = matches!(event, BackendEvent::Suspended);
                 }
             }
         }

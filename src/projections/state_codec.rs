@@ -1,4 +1,4 @@
-//! The checkpoint encoding of a [`State`] (state format 5), laid out so that the volume table
+//! The checkpoint encoding of a [`State`] (state format 6), laid out so that the volume table
 //! — nearly all of a large state — decodes on every core.
 //!
 //! Layout (bincode 2 `config::standard()` throughout; `State::encode` puts the magic byte and

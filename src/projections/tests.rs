@@ -217,9 +217,9 @@ fn an_old_format_checkpoint_is_refused() {
     let mut bytes = state.encode();
     bytes[1] = STATE_FORMAT + 1;
     assert!(State::decode(&bytes).unwrap_err().contains("state format"));
-    // Formats 2 and 3 (one bincode stream, placements as strings) and 4 (extras without the
-    // managed flag) are refused as well.
-    for format in [2, 3, 4] {
+    // Formats 2 and 3 (one bincode stream, placements as strings), 4 (extras without the
+    // managed flag) and 5 (backends without the suspended flag) are refused as well.
+    for format in [2, 3, 4, 5] {
         bytes[1] = format;
         assert!(
             State::decode(&bytes)
@@ -230,4 +230,38 @@ fn an_old_format_checkpoint_is_refused() {
     let mut bytes = state.encode();
     bytes.push(0);
     assert!(State::decode(&bytes).is_err());
+}
+
+#[test]
+fn suspension_is_folded_and_survives_a_checkpoint_and_a_rename() {
+    let mut state = State::default();
+    let added = BackendEvent::Added {
+        driver: "fake".into(),
+        config: "{}".into(),
+        secrets: None,
+    };
+    state.apply(1, &Event::backend("b1", added));
+    assert!(!state.backends["b1"].suspended, "a new backend is normal");
+    state.apply(2, &Event::backend("b1", BackendEvent::Suspended));
+    assert!(state.backends["b1"].suspended);
+    // A config update or taking it offline does not lift the operator's suspension.
+    let updated = BackendEvent::Updated {
+        driver: "fake".into(),
+        config: "{\"x\":1}".into(),
+        secrets: None,
+    };
+    state.apply(3, &Event::backend("b1", updated));
+    state.apply(4, &Event::backend("b1", BackendEvent::Offlined));
+    assert!(state.backends["b1"].suspended);
+    let decoded = State::decode(&state.encode()).unwrap();
+    assert_eq!(decoded, state);
+    assert!(decoded.backends["b1"].suspended, "kept by the checkpoint");
+    let renamed = BackendEvent::Renamed { to: "b2".into() };
+    state.apply(5, &Event::backend("b1", renamed));
+    assert!(state.backends["b2"].suspended, "moved with the rename");
+    state.apply(6, &Event::backend("b2", BackendEvent::Resumed));
+    assert!(!state.backends["b2"].suspended);
+    // About a backend the state does not know: ignored.
+    state.apply(7, &Event::backend("nope", BackendEvent::Suspended));
+    assert!(!state.backends.contains_key("nope"));
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{State, VolumeRecord, VolumeState};
 use crate::model::{
-    Offer, PoolRef, Protocol, Publication, Segment, StorageClassConfig, VolumeConfig,
+    Offer, PoolRef, Protocol, Publication, Segment, StorageClassConfig, UserState, VolumeConfig,
 };
 
 /// A backend's health as its actor last saw it.
@@ -57,6 +57,8 @@ pub struct BackendView {
     pub state: BackendState,
     /// Sorted volume names.
     pub volumes: Vec<String>,
+    /// What an operator decided: `Suspended` takes no new volumes.
+    pub user_state: UserState,
 }
 
 /// What the running core knows of a backend beyond the log.
@@ -162,6 +164,11 @@ impl State {
             online: rec.online,
             state,
             volumes: rec.volumes.iter().map(String::from).collect(),
+            user_state: if rec.suspended {
+                UserState::Suspended
+            } else {
+                UserState::Normal
+            },
         })
     }
 

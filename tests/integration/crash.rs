@@ -32,6 +32,7 @@ async fn sigkill_under_load_loses_and_leaks_nothing() {
         class_attributes: Value::Null,
         kill_while_starting_every: Some(7),
         load_ms: (0, 500),
+        drift: true,
     };
     crash
         .run(

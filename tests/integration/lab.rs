@@ -119,8 +119,10 @@ impl Lab {
             &["create", "backend", "-f", "-"],
             Some(&self.ontap_backend().to_string()),
         );
-        let rows = out.ok().table(&["NAME", "DRIVER", "STATE", "VOLUMES"]);
-        assert_eq!(rows, [[ONTAP, "ontap-nas", "online", "0"]]);
+        let rows = out
+            .ok()
+            .table(&["NAME", "DRIVER", "STATE", "USER STATE", "VOLUMES"]);
+        assert_eq!(rows, [[ONTAP, "ontap-nas", "online", "normal", "0"]]);
         let r = self
             .client
             .post(format!("{}/trident/v1/backend", self.server.url))
@@ -181,12 +183,28 @@ async fn the_lab_runs_as_docs_lab_md_shows() {
     let rows = lab
         .run(&["get", "backend", "-o", "wide"], None)
         .ok()
-        .table(&["NAME", "DRIVER", "STATE", "VOLUMES", "PROTOCOL", "POOLS"]);
+        .table(&[
+            "NAME",
+            "DRIVER",
+            "STATE",
+            "USER STATE",
+            "VOLUMES",
+            "PROTOCOL",
+            "POOLS",
+        ]);
     assert_eq!(
         rows,
         [
-            [ONTAP, "ontap-nas", "online", "0", "file", "2"],
-            [SOLIDFIRE, "solidfire-san", "online", "0", "block", "3"]
+            [ONTAP, "ontap-nas", "online", "normal", "0", "file", "2"],
+            [
+                SOLIDFIRE,
+                "solidfire-san",
+                "online",
+                "normal",
+                "0",
+                "block",
+                "3"
+            ]
         ]
     );
 

@@ -26,4 +26,5 @@ mod replay;
 mod replication;
 mod secrets;
 mod solidfire;
+mod suspend;
 mod ui;

@@ -5,6 +5,8 @@ use crate::actors::backend;
 use crate::actors::error::{CoreError, RequestCtx, observe};
 use crate::actors::messages::{DeleteBackend, PreparedBackend, UpdateBackend};
 use crate::actors::shared::BackendSlot;
+use crate::events::{BackendEvent, Event};
+use crate::model::UserState;
 use crate::projections::{BackendRuntime, BackendState, BackendView};
 
 impl Core {
@@ -79,6 +81,42 @@ impl Core {
         }
         .await;
         observe("delete_backend", started, &result);
+        result
+    }
+
+    /// Sets what an operator decided for backend `name`: `Suspended` (placement skips its
+    /// pools; its volumes are still served) or `Normal`. The state it already has records
+    /// nothing. Returns the backend as shown afterwards.
+    pub async fn set_backend_state(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        state: UserState,
+    ) -> Result<BackendView, CoreError> {
+        let started = std::time::Instant::now();
+        let result = async {
+            self.shared.ensure_ready()?;
+            // Serialised with adds, updates, renames and deletes of backends.
+            let _admin = self.shared.admin.lock().await;
+            let suspended = self
+                .shared
+                .projection
+                .read(|s| s.backends.get(name).map(|b| b.suspended))
+                .ok_or_else(|| CoreError::NotFound(format!("backend {name} was not found")))?;
+            if suspended != state.is_suspended() {
+                let event = match state {
+                    UserState::Suspended => BackendEvent::Suspended,
+                    UserState::Normal => BackendEvent::Resumed,
+                };
+                self.shared
+                    .append(&ctx.request_id, vec![Event::backend(name, event)])
+                    .await?;
+                tracing::info!(backend = %name, state = state.as_str(), "backend user state set");
+            }
+            self.get_backend(name)
+        }
+        .await;
+        observe("set_backend_state", started, &result);
         result
     }
 

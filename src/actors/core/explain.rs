@@ -3,7 +3,7 @@
 
 use super::Core;
 use crate::actors::error::CoreError;
-use crate::actors::placement::{outside, serves};
+use crate::actors::placement::{SUSPENDED, outside, serves};
 use crate::model::{CompiledClass, Protocol, TopologyRequirement};
 use crate::projections::{BackendState, Explanation, PoolExplanation};
 
@@ -49,6 +49,9 @@ impl Core {
                 let verdict = compiled.check(name, pool);
                 if !verdict.is_match() {
                     reasons.push(verdict.to_string());
+                }
+                if rec.suspended {
+                    reasons.push(format!("backend {name} is {SUSPENDED}"));
                 }
                 if !rec.online {
                     reasons.push(format!(

@@ -224,13 +224,27 @@ async fn attempt(
     size_bytes: u64,
     pool: &PoolRef,
 ) -> Result<(VolumeInfo, bool), DriverError> {
-    let online = shared
+    let (online, suspended) = shared
         .projection
-        .read(|s| s.backends.get(&pool.backend).map(|b| b.online));
-    if online != Some(true) {
+        .read(|s| {
+            s.backends
+                .get(&pool.backend)
+                .map(|b| (b.online, b.suspended))
+        })
+        .unwrap_or((false, false));
+    if !online {
         return Err(DriverError::Unavailable(format!(
             "backend {} is offline; no new volumes land there",
             pool.backend
+        )));
+    }
+    // A clone lives on its source's pool, so a suspended backend still makes its volumes'
+    // clones; a plan made before the suspension is not carried out there.
+    if suspended && config.clone_source_volume.is_empty() {
+        return Err(DriverError::Unavailable(format!(
+            "backend {} is {}",
+            pool.backend,
+            placement::SUSPENDED
         )));
     }
     let planned = planned_volume(shared, name, config, size_bytes, pool)?;

@@ -10,7 +10,8 @@ use super::{Call, ReqCtx};
 use crate::actors::Core;
 use crate::api::body::Accepts;
 use crate::api::dto::{
-    BackendListResponse, BackendNameResponse, BackendResponse, EmptyResponse, ErrorResponse,
+    BackendListResponse, BackendNameResponse, BackendResponse, BackendStateRequest, EmptyResponse,
+    ErrorResponse,
 };
 use crate::api::error::{ApiError, Op};
 use crate::api::{input, redact};
@@ -154,4 +155,39 @@ pub(crate) async fn delete(
     call.core(core.delete_backend(call.ctx(), &name).await)?;
     tracing::info!(backend = %name, "backend deleted");
     call.reply(StatusCode::OK, &EmptyResponse {})
+}
+
+/// `POST /trident/v1/backend/{backend}/state`: `{"state":"suspended"}` or `"normal"`; answers
+/// `{"backend":{BackendExternal}}`. A suspended backend takes no new volumes and still serves
+/// its own. The state it already has again records nothing.
+#[utoipa::path(
+    post,
+    path = "/trident/v1/backend/{backend}/state",
+    tag = "storch",
+    params(("backend" = String, Path, description = "Backend name")),
+    request_body(content = BackendStateRequest),
+    responses(
+        (status = 200, description = "The backend in its new user state", body = BackendResponse),
+        (status = 400, description = "A missing or bad `state` (the message names the field)", body = ErrorResponse),
+        (status = 404, description = "No such backend", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn set_state(
+    State(core): State<Core>,
+    ctx: ReqCtx,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let call = Call::new(Op::SetBackendState, ctx);
+    let name = call.path_name("backend name", path)?;
+    let bytes = call.body(&headers, body).await?;
+    let state = call.input(input::parse_backend_state(&bytes))?;
+    let view = call.core(core.set_backend_state(call.ctx(), &name, state).await)?;
+    call.reply(
+        StatusCode::OK,
+        &BackendResponse {
+            backend: view.into(),
+        },
+    )
 }

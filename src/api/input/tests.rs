@@ -468,6 +468,32 @@ fn snapshot_and_resize_bodies() {
 }
 
 #[test]
+fn backend_state_bodies_name_the_field() {
+    use crate::model::UserState;
+    let ok = |b: &[u8]| parse_backend_state(b).unwrap();
+    assert_eq!(ok(br#"{"state":"suspended"}"#), UserState::Suspended);
+    assert_eq!(ok(br#"{"state":"normal"}"#), UserState::Normal);
+    assert_eq!(msg(parse_backend_state(b"{}")), "state is mandatory");
+    assert_eq!(
+        msg(parse_backend_state(br#"{"state":""}"#)),
+        "state is mandatory"
+    );
+    assert_eq!(
+        msg(parse_backend_state(br#"{"state":"offline"}"#)),
+        "invalid state \"offline\"; acceptable values: normal, suspended"
+    );
+    assert!(msg(parse_backend_state(br#"{"state":true}"#)).starts_with("invalid JSON: state: "));
+    assert!(
+        msg(parse_backend_state(
+            br#"{"state":"normal","userState":"x"}"#
+        ))
+        .contains("unknown field `userState`")
+    );
+    assert!(msg(parse_backend_state(b"")).starts_with("invalid JSON: "));
+    assert!(msg(parse_backend_state(br#"["suspended"]"#)).starts_with("invalid JSON: "));
+}
+
+#[test]
 fn explain_queries() {
     let e = parse_explain_query(&q(&[])).unwrap();
     assert_eq!((e.protocol, e.size_bytes), (Protocol::Any, None));

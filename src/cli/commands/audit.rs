@@ -284,6 +284,7 @@ fn objects(state: &State) -> Objects {
                 "online": b.online,
                 "volumes": b.volumes,
                 "state": if b.online { "online" } else { "offline" },
+                "userState": if b.suspended { "suspended" } else { "normal" },
             })
         })
         .collect();

@@ -107,12 +107,23 @@ pub async fn create(ctx: &Ctx, kind: CreateKind) -> CliResult<()> {
 }
 
 pub async fn update(ctx: &Ctx, kind: UpdateKind) -> CliResult<()> {
-    let UpdateKind::Backend { names, file } = kind;
+    let UpdateKind::Backend { names, file, state } = kind;
     let name = match names.as_slice() {
         [] => return Err(CliError::Usage("backend name not specified".into())),
         [name] => name,
         _ => return Err(CliError::Usage("multiple backend names specified".into())),
     };
+    if let Some(state) = state {
+        let what = || format!("could not set the state of backend {name}");
+        let url = ctx.rest.url(&["backend", name, "state"]);
+        let mut answer = ctx
+            .rest
+            .post(url.clone(), &json!({ "state": state.as_str() }))
+            .await
+            .map_err(|e| CliError::rest(what(), e))?;
+        let item = take(&mut answer, "backend", &url).map_err(|e| CliError::rest(what(), e))?;
+        return ctx.print(BACKEND.kind, &[item]);
+    }
     let doc = read_document(&file)?;
     let what = || format!("could not update backend {name}");
     let url = ctx.rest.url(&["backend", name]);

@@ -6,16 +6,27 @@ use super::*;
 #[test]
 fn backends_in_every_format() {
     let server = server_with_lab();
-    let headers = ["NAME", "DRIVER", "STATE", "VOLUMES"];
+    let headers = ["NAME", "DRIVER", "STATE", "USER STATE", "VOLUMES"];
     for kind in ["backend", "backends", "b"] {
         let rows = server.run(&["get", kind]).ok().table(&headers);
-        assert_eq!(rows, [["lab", "fake", "online", "0"]]);
+        assert_eq!(rows, [["lab", "fake", "online", "normal", "0"]]);
     }
     let rows = server
         .run(&["get", "backend", "lab", "-o", "wide"])
         .ok()
-        .table(&["NAME", "DRIVER", "STATE", "VOLUMES", "PROTOCOL", "POOLS"]);
-    assert_eq!(rows, [["lab", "fake", "online", "0", "file", "2"]]);
+        .table(&[
+            "NAME",
+            "DRIVER",
+            "STATE",
+            "USER STATE",
+            "VOLUMES",
+            "PROTOCOL",
+            "POOLS",
+        ]);
+    assert_eq!(
+        rows,
+        [["lab", "fake", "online", "normal", "0", "file", "2"]]
+    );
 
     let out = server.run(&["get", "backend", "-o", "json"]).ok();
     assert!(

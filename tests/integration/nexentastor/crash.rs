@@ -49,6 +49,7 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_appliance() {
         class_attributes: json!({"backendType": "nexentastor-iscsi"}),
         kill_while_starting_every: Some(3),
         load_ms: (1500, 1500),
+        drift: true,
     };
     let internal = |n: &str| storch::drivers::nexentastor::nexenta_internal_name("", n);
     let on_array = crash

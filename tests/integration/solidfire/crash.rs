@@ -70,6 +70,7 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array() {
         class_attributes: json!({"backendType": "solidfire-san"}),
         kill_while_starting_every: Some(4),
         load_ms: (1500, 1500),
+        drift: true,
     };
     let internal = storch::drivers::solidfire::solidfire_internal_name;
     let on_array = crash

@@ -10,6 +10,12 @@
 //! not yet purged still holds the array's space): after the last start storch has settled
 //! every delete, so nothing it is still deleting can remain, and anything left over is an
 //! orphan.
+//!
+//! With [`CrashLoop::drift`], the array also changes behind storch's back between rounds: one
+//! acknowledged volume is destroyed and one grown through a second driver built from the
+//! backend document (an operator's tools). After the last start and a reconcile on request,
+//! storch shows the first `missing` (`VolumeMissing`, never a delete) and the second at the
+//! array's size (`VolumeChangedOnArray`), and the array still holds the grown one at that size.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -38,7 +44,14 @@ pub struct CrashLoop {
     pub kill_while_starting_every: Option<usize>,
     /// The load runs `least + random(0..spread)` milliseconds before the kill.
     pub load_ms: (u64, u64),
+    /// After each round's kill, destroy one acknowledged volume and grow another on the array
+    /// behind storch's back (see the module's doc).
+    pub drift: bool,
 }
+
+/// What a volume grows by on the array behind storch's back: well above what arrays round a
+/// size up by, which drift does not count as a change.
+const GROWTH: u64 = 256 << 20;
 
 impl CrashLoop {
     /// Runs the rounds on the data dir `data`, then checks the outcome: `internal` is the
@@ -94,32 +107,106 @@ impl CrashLoop {
             for t in tasks {
                 t.await.unwrap();
             }
+            if self.drift {
+                self.change_on_array(&acked, &internal).await;
+            }
         }
 
         // A last start: reconciliation settles every interrupted create and delete.
         let mut server = Server::start(data, &[]);
         server.wait_ready(&client).await;
+        if self.drift
+            && let Some(name) = &backend
+        {
+            // A reconcile on request waits for one under way, so its states are recorded now.
+            backend_online(&client, &server.url, name).await;
+            let url = format!("{}/trident/v1/backend/{name}/reconcile", server.url);
+            let r = client.post(url).send().await.unwrap();
+            assert_eq!(r.status(), 200, "reconcile: {}", r.text().await.unwrap());
+        }
         let (known, acked) = check_acknowledged(&client, &server, &acked).await;
+        if self.drift {
+            check_drift(&client, &server, &acked).await;
+        }
         server.stop();
 
         let on_array = array_volumes().await;
-        let expected: BTreeSet<String> = known.iter().map(|n| internal(n)).collect();
+        // Nothing was deleted because of a comparison: the array holds every known volume but
+        // those destroyed behind storch's back, and the grown ones at their new size.
+        let expected: BTreeSet<String> = known
+            .iter()
+            .filter(|n| !acked.gone.contains(*n))
+            .map(|n| internal(n))
+            .collect();
         assert_eq!(on_array, expected, "array and storch disagree");
+        if self.drift {
+            let tool = self.tool();
+            for (v, size) in &acked.grown {
+                let now = tool.get(&internal(v)).await.unwrap();
+                assert_eq!(now.map(|i| i.size_bytes), Some(*size), "{v} on the array");
+            }
+        }
 
         let log =
             storch::log::EventLog::open(&data.join("log"), storch::log::Durability::Flush).unwrap();
         let report = log.verify();
         assert_eq!(report.first_bad, None, "hash chain verifies");
         eprintln!(
-            "{} rounds: {} volumes acknowledged, {} deletes acknowledged, {} on the array, {} \
-             events",
+            "{} rounds: {} volumes acknowledged, {} deletes acknowledged, {} destroyed and {} \
+             grown on the array behind storch's back, {} on the array, {} events",
             self.rounds,
             acked.live.len(),
             acked.deleted.len(),
+            acked.gone.len(),
+            acked.grown.len(),
             on_array.len(),
             report.events
         );
         on_array
+    }
+
+    /// A second driver on the array, built from the backend document: an operator's tools.
+    fn tool(&self) -> std::sync::Arc<dyn storch::drivers::StorageDriver> {
+        storch::drivers::build_driver(&self.backend)
+            .expect("the backend document builds")
+            .driver
+    }
+
+    /// While storch is down: destroys the newest acknowledged volume on the array, then grows
+    /// by [`GROWTH`] the newest other one in the same pool (the destroy made room there: the
+    /// load fills the pools); the load leaves both alone from now on.
+    async fn change_on_array(&self, acked: &Mutex<Acked>, internal: &impl Fn(&str) -> String) {
+        let tool = self.tool();
+        let Some(gone) = acked.lock().unwrap().live.pop_last() else {
+            return;
+        };
+        let pool = match tool.get(&internal(&gone)).await.unwrap() {
+            Some(info) => info.pool,
+            None => panic!("acknowledged volume {gone} is not on the array"),
+        };
+        tool.destroy(&internal(&gone))
+            .await
+            .unwrap_or_else(|e| panic!("{gone} destroyed on the array: {e}"));
+        acked.lock().unwrap().gone.insert(gone);
+        let newest: Vec<String> = acked.lock().unwrap().live.iter().rev().cloned().collect();
+        for v in newest {
+            let name = internal(&v);
+            let before = tool.get(&name).await.unwrap().expect("on the array");
+            if before.pool != pool {
+                continue;
+            }
+            acked.lock().unwrap().live.remove(&v);
+            tool.resize(&name, before.size_bytes + GROWTH)
+                .await
+                .unwrap_or_else(|e| panic!("{v} grown on the array: {e}"));
+            let after = tool.get(&name).await.unwrap().expect("on the array");
+            assert!(
+                after.size_bytes >= before.size_bytes + GROWTH,
+                "{v}: {after:?}"
+            );
+            acked.lock().unwrap().grown.insert(v, after.size_bytes);
+            return;
+        }
     }
 
     /// Adds the backend and the class; returns the backend's name.
@@ -156,4 +243,45 @@ pub async fn kill_under_load(server: &mut Server, acked: &Mutex<Acked>, ms: u64)
     })
     .await;
     server.kill();
+}
+
+/// After the last start and a reconcile: each volume destroyed on the array shows `missing`
+/// with `VolumeMissing` and was never asked to be deleted; each grown one is `online` at the
+/// array's size with `VolumeChangedOnArray` (`check_acknowledged` has checked the states).
+async fn check_drift(client: &reqwest::Client, server: &Server, acked: &Acked) {
+    assert!(
+        !acked.gone.is_empty() && !acked.grown.is_empty(),
+        "the rounds changed nothing on the array"
+    );
+    let kinds = async |v: &str| -> Vec<String> {
+        let url = format!("{}/trident/v1/events?object=volume/{v}", server.url);
+        let (_, doc) = super::get_json(client, &url).await;
+        doc["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for v in &acked.gone {
+        let k = kinds(v).await;
+        assert!(k.contains(&"VolumeMissing".to_string()), "{v}: {k:?}");
+        for never in ["VolumeDeleteRequested", "VolumeDeleted"] {
+            assert!(!k.contains(&never.to_string()), "{v}: {k:?}");
+        }
+    }
+    for (v, size) in &acked.grown {
+        let url = format!("{}/trident/v1/volume/{v}", server.url);
+        let (_, doc) = super::get_json(client, &url).await;
+        assert_eq!(
+            doc["volume"]["Config"]["size"],
+            size.to_string(),
+            "{v}: {doc}"
+        );
+        let k = kinds(v).await;
+        assert!(
+            k.contains(&"VolumeChangedOnArray".to_string()),
+            "{v}: {k:?}"
+        );
+    }
 }

@@ -10,6 +10,13 @@ pub struct Acked {
     pub deleted: std::collections::BTreeSet<String>,
     /// Creates acknowledged so far (a crash round waits for one before it kills).
     pub creates: u64,
+    /// Acknowledged volumes destroyed on the array behind storch's back between rounds
+    /// ([`super::crash::CrashLoop::drift`]); the load leaves them alone. Storch must show them
+    /// `missing`, never delete them.
+    pub gone: std::collections::BTreeSet<String>,
+    /// Acknowledged volumes grown on the array behind storch's back: name → the array's new
+    /// size in bytes, which storch must take.
+    pub grown: std::collections::BTreeMap<String, u64>,
 }
 
 /// Creates `TAG-0`, `TAG-1`, … of `size` in `class` until the server goes away, deleting an
@@ -61,9 +68,10 @@ pub async fn load(
 }
 
 /// After a crash test's last start of `server`: waits until every volume it lists is online
-/// (reconciliation finished the interrupted creates and deletes), then checks that each volume
-/// is listed once, that every acknowledged create is there and no acknowledged delete is.
-/// Returns the volumes listed and what the load saw acknowledged.
+/// (reconciliation finished the interrupted creates and deletes), or `missing` for those
+/// destroyed on the array behind storch's back, then checks that each volume is listed once,
+/// that every acknowledged create is there and no acknowledged delete is. Returns the volumes
+/// listed and what the load saw acknowledged.
 pub async fn check_acknowledged(
     client: &reqwest::Client,
     server: &super::Server,
@@ -71,12 +79,20 @@ pub async fn check_acknowledged(
 ) -> (std::collections::BTreeSet<String>, Acked) {
     let url = format!("{}/trident/v1/volume", server.url);
     let mut names: Vec<String> = Vec::new();
-    super::eventually("every volume online", async || {
+    let gone = acked.lock().unwrap().gone.clone();
+    let settled = |n: &str| {
+        if gone.contains(n) {
+            "missing"
+        } else {
+            "online"
+        }
+    };
+    super::eventually("every volume online (or missing)", async || {
         let (_, list) = super::get_json(client, &url).await;
         names = serde_json::from_value(list["volumes"].clone()).unwrap_or_default();
         for n in &names {
             let (_, v) = super::get_json(client, &format!("{url}/{n}")).await;
-            if v["volume"]["state"] != "online" {
+            if v["volume"]["state"] != settled(n) {
                 return false;
             }
         }
@@ -97,9 +113,15 @@ pub async fn check_acknowledged(
     for v in &acked.deleted {
         assert!(!known.contains(v), "acknowledged delete of {v} came back");
     }
+    for v in &acked.gone {
+        assert!(
+            known.contains(v),
+            "{v}, destroyed on the array, was dropped"
+        );
+    }
     for n in &names {
         let (_, v) = super::get_json(client, &format!("{url}/{n}")).await;
-        assert_eq!(v["volume"]["state"], "online", "{n} did not settle: {v}");
+        assert_eq!(v["volume"]["state"], settled(n), "{n} did not settle: {v}");
     }
     (known, acked)
 }
