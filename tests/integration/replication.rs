@@ -725,11 +725,20 @@ async fn a_churn_beyond_etcds_quota_keeps_working_and_a_late_standby_starts_from
     const CYCLES: usize = 500;
     let etcd = Etcd::start_with(&["--quota-backend-bytes", &QUOTA.to_string()]).await;
     let tmp = tempfile::tempdir().unwrap();
-    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let dirs = ["a", "b", "c"].map(|n| tmp.path().join(n));
+    let [dir_a, dir_b, dir_c] = &dirs;
 
-    let a = start_replicated(&dir_a, node_checkpointing(&etcd, "a", 500)).await;
+    let a = start_replicated(dir_a, node_checkpointing(&etcd, "a", 500)).await;
     wait_ready(&a.core()).await;
     set_up(&a).await;
+    // b follows the start, then stops: its log will be older than etcd's history.
+    let b = start_replicated(dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    eventually("b to follow", async || {
+        b.core().get_storage_class("any").is_ok()
+    })
+    .await;
+    b.shutdown().await;
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..TASKS {
         let core = a.core();
@@ -769,24 +778,27 @@ async fn a_churn_beyond_etcds_quota_keeps_working_and_a_late_standby_starts_from
         "{alarms}"
     );
 
-    // A standby with an empty log starts from the checkpoint and follows the tail.
-    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
-    wait_standby_of(&b, "a").await;
-    eventually("b to see the survivor", async || {
-        b.core().get_volume("survivor").is_ok()
-    })
-    .await;
+    // A standby with an older log (b) and one with an empty log (c) start from the
+    // checkpoint and follow the tail.
+    let b = start_replicated(dir_b, node(&etcd, "b")).await;
+    let c = start_replicated(dir_c, node(&etcd, "c")).await;
     add_volume(&a.core(), &ctx, volume("later")).await.unwrap();
-    eventually("b to follow", async || b.core().get_volume("later").is_ok()).await;
-    assert_eq!(
-        b.core().list_volumes().unwrap(),
-        a.core().list_volumes().unwrap()
-    );
+    for standby in [&b, &c] {
+        wait_standby_of(standby, "a").await;
+        eventually("a standby to follow", async || {
+            standby.core().get_volume("later").is_ok()
+        })
+        .await;
+        assert_eq!(
+            standby.core().list_volumes().unwrap(),
+            a.core().list_volumes().unwrap()
+        );
+    }
     b.shutdown().await;
+    c.shutdown().await;
     a.shutdown().await;
 
     let la = EventLog::open(&dir_a.join("log"), Durability::Flush).unwrap();
-    let lb = EventLog::open(&dir_b.join("log"), Durability::Flush).unwrap();
     // The leader's log keeps the whole chain (the audit), more than etcd's quota: etcd,
     // keeping every revision of every record it was given, would have refused writes
     // ("mvcc: database space exceeded") long before the end without the checkpoints.
@@ -800,41 +812,45 @@ async fn a_churn_beyond_etcds_quota_keeps_working_and_a_late_standby_starts_from
         .sum();
     assert!(written > QUOTA, "only {written} bytes were replicated");
 
-    // The standby's starts from a checkpoint, with the leader's recorded hash, and matches
-    // the leader's record for record after it.
-    let rb = lb.verify();
-    let anchor = rb.anchor.expect("b's log starts from a checkpoint");
-    assert!(anchor.seq > 1 && anchor.seq < ra.head_seq, "{anchor:?}");
-    eprintln!(
-        "{} records ({written} bytes) replicated through an etcd of at most {QUOTA} bytes \
-         (its database: {db_size} bytes); the standby starts from sequence {}",
-        ra.head_seq, anchor.seq
-    );
-    assert_eq!(rb.first_bad, None);
-    assert_eq!(Some(anchor.hash), la.hash_at(anchor.seq));
-    // (b stopped first: a may have written after b's last pull.)
-    let shared = lb.head().0;
-    assert!(shared > anchor.seq && shared <= ra.head_seq, "{shared}");
-    for seq in anchor.seq + 1..=shared {
-        assert_eq!(lb.raw_frame(seq), la.raw_frame(seq), "record {seq} differs");
+    // The standbys' logs start from a checkpoint, with the leader's recorded hash, and match
+    // the leader's record for record after it; `events verify` says where they start.
+    for dir in [dir_b, dir_c] {
+        let lb = EventLog::open(&dir.join("log"), Durability::Flush).unwrap();
+        let rb = lb.verify();
+        let anchor = rb
+            .anchor
+            .expect("the standby's log starts from a checkpoint");
+        assert!(anchor.seq > 1 && anchor.seq < ra.head_seq, "{anchor:?}");
+        eprintln!(
+            "{} records ({written} bytes) replicated through an etcd of at most {QUOTA} bytes \
+             (its database: {db_size} bytes); a standby starts from sequence {}",
+            ra.head_seq, anchor.seq
+        );
+        assert_eq!(rb.first_bad, None);
+        assert_eq!(Some(anchor.hash), la.hash_at(anchor.seq));
+        // (The standbys stopped first: a may have written after their last pull.)
+        let shared = lb.head().0;
+        assert!(shared > anchor.seq && shared <= ra.head_seq, "{shared}");
+        for seq in anchor.seq + 1..=shared {
+            assert_eq!(lb.raw_frame(seq), la.raw_frame(seq), "record {seq} differs");
+        }
+        drop(lb);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_storch"))
+            .args(["events", "verify", "--data-dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "starts from the checkpoint at sequence {} with recorded hash {}",
+                anchor.seq,
+                hex::encode(anchor.hash)
+            )),
+            "{stdout}"
+        );
     }
-    drop(lb);
-    // `events verify` says where the standby's log starts.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_storch"))
-        .args(["events", "verify", "--data-dir"])
-        .arg(&dir_b)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
-    assert!(
-        stdout.contains(&format!(
-            "starts from the checkpoint at sequence {} with recorded hash {}",
-            anchor.seq,
-            hex::encode(anchor.hash)
-        )),
-        "{stdout}"
-    );
 }
 
 /// A leader that rejoins with records etcd never acknowledged has them cut back, and its log
