@@ -319,7 +319,7 @@ async fn sigkill_under_load_leaves_no_orphan_on_the_array(api: Api) {
         class_attributes: json!({"backendType": "ontap-nas"}),
         kill_while_starting_every: None,
         load_ms: (150, 500),
-        drift: false,
+        drift: true,
     };
     let internal = |n: &str| storch::drivers::ontap::ontap_internal_name("trident_", n);
     // The simulated array holds exactly what storch knows, and says so in its state file too.

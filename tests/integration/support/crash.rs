@@ -175,8 +175,21 @@ impl CrashLoop {
     /// While storch is down: destroys the newest acknowledged volume on the array, then grows
     /// by [`GROWTH`] the newest other one in the same pool (the destroy made room there: the
     /// load fills the pools); the load leaves both alone from now on.
+    ///
+    /// With a single volume to spare after one was destroyed and none grown yet, it is grown
+    /// instead, so that a run with little load still does both.
     async fn change_on_array(&self, acked: &Mutex<Acked>, internal: &impl Fn(&str) -> String) {
         let tool = self.tool();
+        let grow_only = {
+            let a = acked.lock().unwrap();
+            a.live.len() == 1 && !a.gone.is_empty() && a.grown.is_empty()
+        };
+        if grow_only {
+            let v = acked.lock().unwrap().live.pop_last().expect("one volume");
+            let name = internal(&v);
+            let before = tool.get(&name).await.unwrap().expect("on the array");
+            return grow(acked, &tool, v, &name, before.size_bytes).await;
+        }
         let Some(gone) = acked.lock().unwrap().live.pop_last() else {
             return;
         };
@@ -196,16 +209,7 @@ impl CrashLoop {
                 continue;
             }
             acked.lock().unwrap().live.remove(&v);
-            tool.resize(&name, before.size_bytes + GROWTH)
-                .await
-                .unwrap_or_else(|e| panic!("{v} grown on the array: {e}"));
-            let after = tool.get(&name).await.unwrap().expect("on the array");
-            assert!(
-                after.size_bytes >= before.size_bytes + GROWTH,
-                "{v}: {after:?}"
-            );
-            acked.lock().unwrap().grown.insert(v, after.size_bytes);
-            return;
+            return grow(acked, &tool, v, &name, before.size_bytes).await;
         }
     }
 
@@ -230,6 +234,22 @@ impl CrashLoop {
             .expect("a backend name")
             .to_string()
     }
+}
+
+/// Grows volume `v` (`name` on the array, `size` bytes now) by [`GROWTH`] and records it.
+async fn grow(
+    acked: &Mutex<Acked>,
+    tool: &std::sync::Arc<dyn storch::drivers::StorageDriver>,
+    v: String,
+    name: &str,
+    size: u64,
+) {
+    tool.resize(name, size + GROWTH)
+        .await
+        .unwrap_or_else(|e| panic!("{v} grown on the array: {e}"));
+    let after = tool.get(name).await.unwrap().expect("on the array");
+    assert!(after.size_bytes >= size + GROWTH, "{v}: {after:?}");
+    acked.lock().unwrap().grown.insert(v, after.size_bytes);
 }
 
 /// SIGKILLs `server` after `ms` of load, and not before the load has had a create
