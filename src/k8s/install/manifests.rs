@@ -1,8 +1,7 @@
 //! The objects `storch install` applies, built from [`Settings`]: the same objects as the Helm
-//! chart in `deploy/helm/storch` renders for release `storch` with the matching values (see
-//! [`Settings::chart_values`]), plus the Namespace(s) the chart leaves to `--namespace`. A test
-//! renders the chart with real helm for several settings and requires equality object by
-//! object; the one difference is the `app.kubernetes.io/managed-by` label ([`MANAGED_BY`]
+//! chart in `deploy/helm/storch` renders for release `storch` with the matching values, plus
+//! the Namespace(s) the chart leaves to `--namespace`. A test (`deploy::generate`) renders the
+//! chart with the real helm for several settings and requires equality object by object; the one difference is the `app.kubernetes.io/managed-by` label ([`MANAGED_BY`]
 //! instead of `Helm`), which is how `storch uninstall` finds what install made.
 
 use serde_json::{Map, Value, json};
@@ -129,24 +128,6 @@ impl Settings {
     /// The data PVC's name (single instance) or the claim template's PVC name prefix.
     pub fn data_pvc(&self) -> String {
         format!("{RELEASE}-data")
-    }
-
-    /// The chart's values for the same install (`helm template storch deploy/helm/storch
-    /// --namespace NS -f VALUES` renders the same objects but the Namespaces).
-    pub fn chart_values(&self) -> Value {
-        let mut v = json!({
-            "image": {"repository": self.image_repository, "tag": self.image_tag},
-            "persistence": {"size": self.volume_size,
-                            "storageClassName": self.volume_class.clone().unwrap_or_default()},
-        });
-        if self.replicated() {
-            v["etcd"] =
-                json!({"endpoints": self.etcd_endpoints, "secretsKeySecret": SECRETS_KEY_SECRET});
-        }
-        if self.csi {
-            v["csi"] = json!({"enabled": true, "node": {"namespace": self.csi_node_namespace()}});
-        }
-        v
     }
 }
 

@@ -76,8 +76,14 @@ impl Cluster {
     /// The kubelet's part: once the workload exists, its pod (with these containers and
     /// logs) runs and is ready.
     pub(crate) async fn play_kubelet(&self, ns: &str, logs: &[(&str, &str)]) {
-        eventually("the install to apply the Deployment", async || {
-            self.kube.get("deployments", Some(ns), "storch").is_some()
+        self.play_kubelet_for("deployments", ns, logs).await;
+    }
+
+    /// [`Cluster::play_kubelet`] for the workload of `resource` (`statefulsets` when
+    /// replicated).
+    async fn play_kubelet_for(&self, resource: &str, ns: &str, logs: &[(&str, &str)]) {
+        eventually("the install to apply the workload", async || {
+            self.kube.get(resource, Some(ns), "storch").is_some()
         })
         .await;
         let containers: Vec<Value> = logs
@@ -96,9 +102,9 @@ impl Cluster {
         for (container, text) in logs {
             self.kube.set_log(ns, "storch-6d4f9-abcde", container, text);
         }
-        let mut deployment = self.kube.get("deployments", Some(ns), "storch").unwrap();
-        deployment["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
-        self.kube.put("deployments", deployment);
+        let mut workload = self.kube.get(resource, Some(ns), "storch").unwrap();
+        workload["status"] = json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1});
+        self.kube.put(resource, workload);
     }
 }
 
@@ -733,5 +739,107 @@ async fn edited_generated_yaml_installs_with_from_yaml() {
         c.kube
             .get("secrets", Some("edited"), "storch-tls")
             .is_some()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_install_with_csi_and_its_uninstall() {
+    let c = Cluster::start().await;
+    let ns = "ha";
+    let settings = [
+        "-n",
+        ns,
+        "--etcd-endpoints",
+        "http://etcd-0.etcd:2379",
+        "--csi",
+    ];
+    let mut args = vec!["install"];
+    args.extend(settings);
+    let logs = [("storch", "standby\n")];
+    let (out, ()) = tokio::join!(c.run(&args), c.play_kubelet_for("statefulsets", ns, &logs));
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains("waiting for StatefulSet ha/storch: "),
+        "{}",
+        out.stdout
+    );
+    let expected = expected_objects(&settings);
+    for (resource, namespace, name) in &expected {
+        assert!(
+            c.kube.get(resource, namespace.as_deref(), name).is_some(),
+            "{resource} {name}"
+        );
+    }
+    assert!(
+        c.kube
+            .get("daemonsets", Some("ha-csi-node"), "storch-csi-node")
+            .is_some()
+    );
+    assert!(
+        c.kube
+            .get("secrets", Some(ns), "storch-secrets-key")
+            .is_some()
+    );
+    // The StatefulSet controller's claim, from the claim template: the pod labels only.
+    c.kube.put(
+        "persistentvolumeclaims",
+        json!({"metadata": {"name": "data-storch-0", "namespace": ns,
+        "labels": {"app.kubernetes.io/name": "storch", "app.kubernetes.io/instance": "storch"}},
+        "spec": {"accessModes": ["ReadWriteOnce"]}}),
+    );
+    let out = c.run(&["uninstall", "-n", ns]).await.ok();
+    assert!(
+        out.stdout.contains("deleted StatefulSet ha/storch"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("deleted DaemonSet ha-csi-node/storch-csi-node"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("deleted CSIDriver csi.storch.io"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("kept PersistentVolumeClaim ha/data-storch-0"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("kept Secret ha/storch-secrets-key"),
+        "{}",
+        out.stdout
+    );
+    for (resource, namespace, name) in &expected {
+        let left = c.kube.get(resource, namespace.as_deref(), name).is_some();
+        assert_eq!(left, resource == "namespaces", "{resource} {name}");
+    }
+    let out = c.run(&["uninstall", "-n", ns, "--all"]).await.ok();
+    assert!(
+        out.stdout
+            .contains("deleted PersistentVolumeClaim ha/data-storch-0"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("deleted Namespace ha-csi-node"),
+        "{}",
+        out.stdout
+    );
+    for (resource, namespace, name) in &expected {
+        assert!(
+            c.kube.get(resource, namespace.as_deref(), name).is_none(),
+            "{resource} {name}"
+        );
+    }
+    assert!(
+        c.kube
+            .get("persistentvolumeclaims", Some(ns), "data-storch-0")
+            .is_none()
     );
 }
