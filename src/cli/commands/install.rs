@@ -1242,7 +1242,9 @@ pub fn logs(client: &ClientArgs, args: LogsArgs) -> CliResult<()> {
         let mtime = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        std::fs::write(path, archive.to_tar_gz(mtime))
+        archive
+            .to_tar_gz(mtime)
+            .and_then(|bytes| std::fs::write(path, bytes))
             .map_err(|e| CliError::Failed(format!("could not write {}: {e}", path.display())))?;
         say(&format!(
             "wrote {} ({} log{}, events and versions; secrets redacted)",
