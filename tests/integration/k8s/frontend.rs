@@ -40,7 +40,8 @@ async fn trident_samples_become_bound_nfs_pvs_on_ontap() {
     let volume = env.core().get_volume(&name).unwrap();
     assert_eq!(volume.state, VolumeState::Online);
     assert_eq!(volume.config.storage_class, "basic");
-    assert_eq!(volume.config.size, (1u64 << 30).to_string());
+    // The claim's bytes, stored canonical.
+    assert_eq!(volume.config.size, "1Gi");
     let access = &volume.config.access_information;
     assert!(!access.nfs_server_ip.is_empty(), "{access:?}");
     assert_eq!(
@@ -104,7 +105,7 @@ async fn trident_samples_become_bound_nfs_pvs_on_ontap() {
     assert_eq!(c.file_system, "ext4");
     assert_eq!(c.split_on_clone, "false");
     assert_eq!(c.access_mode, "ReadWriteMany");
-    assert_eq!(c.size, (5u64 << 30).to_string());
+    assert_eq!(c.size, "5Gi", "the claim's bytes, stored canonical");
     assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Retain");
     let array = sim.array();
     let flexvol = &array.svms["svm1"].volumes[&c.internal_name];
