@@ -204,6 +204,9 @@ pub struct ClassOverview {
     pub unplaced: u64,
 }
 
+/// A class's created volumes by (backend, pool) as (count, bytes), and its unplaced volumes.
+type ClassSpread = (BTreeMap<(String, String), (u64, u64)>, u64);
+
 /// Which sequences each stream (`volume/NAME`, …) has in the log: built from the log on
 /// first use, then brought up to date from the records appended since, on each use. Eight
 /// bytes per event; kept by whoever serves the volume pages (the REST server).
@@ -359,8 +362,7 @@ impl Core {
             .projection
             .read(|s| s.classes.clone())
             .into_iter();
-        let mut spread: BTreeMap<String, (BTreeMap<(String, String), (u64, u64)>, u64)> =
-            BTreeMap::new();
+        let mut spread: BTreeMap<String, ClassSpread> = BTreeMap::new();
         self.shared.projection.read(|s| {
             for v in s.volumes.values() {
                 let class = v.config().storage_class;
