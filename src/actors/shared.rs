@@ -178,6 +178,9 @@ pub(crate) struct Shared {
     pub admin: tokio::sync::Mutex<()>,
     /// A config file is to be applied and has not been yet (readiness waits for it).
     pub config_pending: std::sync::atomic::AtomicBool,
+    /// The log was cut back at start (`--truncate-corrupt-tail`): the event saying so, to be
+    /// appended once the writer runs.
+    pub cut_back: Mutex<Option<crate::events::LogEvent>>,
 }
 
 pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

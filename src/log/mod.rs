@@ -25,6 +25,7 @@ mod codec;
 pub mod files;
 mod replica;
 mod store;
+mod watermark;
 mod writer;
 
 pub use replica::{ReplicateFuture, Replicator, frame_seq};
@@ -124,6 +125,18 @@ pub enum LogError {
     Poisoned(String),
     #[error("event log writer has stopped")]
     Closed,
+    /// The store lacks records that were acknowledged (the watermark is ahead of it), or holds
+    /// another record than the acknowledged one: the log refuses appends, boot refuses to
+    /// start, until the operator accepts the shorter log.
+    #[error(
+        "event log is missing acknowledged records: sequences {}..={acked} were acknowledged \
+         but cannot be read back ({reason})", head + 1
+    )]
+    Missing {
+        head: u64,
+        acked: u64,
+        reason: String,
+    },
 }
 
 /// Result of walking the chain.
@@ -135,6 +148,11 @@ pub struct VerifyReport {
     pub head_seq: u64,
     /// The first bad sequence and why, if any.
     pub first_bad: Option<(u64, String)>,
+    /// The last acknowledged sequence, from the watermark kept beside the store (`None`
+    /// without one: a log in memory).
+    pub acknowledged: Option<u64>,
+    /// Acknowledged records the store lacks ([`LogError::Missing`]), if any.
+    pub missing: Option<String>,
 }
 
 /// The open log.
@@ -222,6 +240,44 @@ impl EventLog {
         }
     }
 
+    /// `Err(LogError::Missing)` when the store lacks acknowledged records (found at open by
+    /// comparing it with the watermark); the writer refuses appends in that state.
+    pub fn check_acknowledged(&self) -> Result<(), LogError> {
+        match self.inner.shortfall() {
+            Some(s) => Err(s.error()),
+            None => Ok(()),
+        }
+    }
+
+    /// Operator action (`serve --truncate-corrupt-tail`): accepts the store as it is, setting
+    /// the watermark to its head. Returns the acknowledged sequence that was given up and the
+    /// head it was cut back to, when the store was short. Refused while the writer runs, and
+    /// while the last record is corrupt (truncate it first).
+    pub async fn accept_shorter(&self) -> Result<Option<(u64, u64)>, LogError> {
+        {
+            let slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(LogError::Storage(
+                    "cannot cut the event log back while its writer is running".to_string(),
+                ));
+            }
+            // No checkpoint may stay past the head it is cut back to.
+            let head = self.inner.head().seq;
+            store::remove_after(&self.inner, head)?;
+        }
+        self.inner.flush().await?;
+        let given_up = self.inner.accept_store()?;
+        if let Some(s) = &given_up {
+            tracing::warn!(
+                acknowledged = s.acked,
+                head = s.head,
+                path = %self.inner.path.display(),
+                "event log cut back to what its store holds, by operator request"
+            );
+        }
+        Ok(given_up.map(|s| (s.acked, s.head)))
+    }
+
     /// The id written when this log was created.
     pub fn instance_id(&self) -> uuid::Uuid {
         self.inner.instance_id
@@ -276,10 +332,17 @@ impl EventLog {
                 }
             }
         }
+        let shortfall = self.inner.shortfall();
         VerifyReport {
             events,
             head_seq: store::last_key(&self.inner.events),
             first_bad,
+            acknowledged: self.inner.watermark.as_ref().map(|_| {
+                shortfall
+                    .as_ref()
+                    .map_or_else(|| self.inner.head().seq, |s| s.acked)
+            }),
+            missing: shortfall.map(|s| s.error().to_string()),
         }
     }
 
@@ -385,6 +448,10 @@ impl EventLog {
             store::remove_after(&self.inner, seq)?
         };
         self.inner.flush().await?;
+        // What is left is the log now: the watermark follows it down.
+        if self.check_tail().is_ok() {
+            self.inner.accept_store()?;
+        }
         Ok(removed)
     }
 
