@@ -9,14 +9,15 @@ use crate::projections::State;
 
 /// What stops a start, and how to look at it.
 fn refuse(shared: &Shared, e: &LogError) {
-    tracing::error!(error = %e, "the event log cannot be replayed; refusing to start");
     let hint = match e {
         LogError::Corrupt { .. } | LogError::Missing { .. } => {
             "; run `storch events verify --data-dir DIR` to inspect the log, and start with              --truncate-corrupt-tail to cut it back to the last good record"
         }
         _ => "; run `storch events verify --data-dir DIR` to inspect the log",
     };
-    *write(&shared.readiness) = Readiness::Failed(format!("{e}{hint}"));
+    let why = format!("{e}{hint}");
+    tracing::error!(error = %why, "the event log cannot be replayed; refusing to start");
+    *write(&shared.readiness) = Readiness::Failed(why);
 }
 
 /// Notes a cut-back for the event appended once the writer runs (several cut-backs in one

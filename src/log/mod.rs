@@ -139,6 +139,57 @@ pub enum LogError {
     },
 }
 
+impl LogError {
+    /// Why the log takes no writes, for clients: no paths, the operating system's words for
+    /// a failed write or flush, and what brings writes back.
+    pub fn public_reason(&self) -> String {
+        match self {
+            LogError::Poisoned(reason) => {
+                let os = os_error(reason)
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default();
+                if reason.starts_with("replicating") {
+                    "the event log could not be replicated to etcd: this instance takes no \
+                     more writes; a standby takes over"
+                        .to_string()
+                } else if reason.contains("os error 28") {
+                    format!(
+                        "the event log's disk is full{os}: writes are refused until space is \
+                         freed and storch is restarted; reads go on"
+                    )
+                } else {
+                    format!(
+                        "the event log's disk failed{os}: writes are refused until storch is \
+                         restarted; reads go on"
+                    )
+                }
+            }
+            LogError::Missing { head, acked, .. } => format!(
+                "the event log lacks acknowledged records (sequences {}..={acked}): writes are \
+                 refused; see `storch events verify`",
+                head + 1
+            ),
+            LogError::Corrupt { seq, .. } => format!(
+                "the event log is corrupt at sequence {seq}: writes are refused; see `storch \
+                 events verify`"
+            ),
+            LogError::Closed => "the event log is closed: storch is stopping".to_string(),
+            LogError::Locked { .. } | LogError::Storage(_) => {
+                "the event log could not be written; see the server log".to_string()
+            }
+        }
+    }
+}
+
+/// The operating system's words in an I/O error's text, e.g. `No space left on device (os
+/// error 28)`, without the path before them.
+fn os_error(reason: &str) -> Option<&str> {
+    let end = reason.find("(os error ")?;
+    let close = end + reason[end..].find(')')? + 1;
+    let start = reason[..end].rfind(": ").map_or(0, |i| i + 2);
+    Some(reason[start..close].trim())
+}
+
 /// Result of walking the chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifyReport {

@@ -88,7 +88,6 @@ impl Inner {
     /// Marks the log poisoned (first reason wins) and returns the reason in force.
     pub fn poison(&self, reason: String) -> String {
         let _ = self.poison.set(reason);
-        metrics::gauge!("storch_log_writable").set(0.0);
         self.poison.get().cloned().unwrap_or_default()
     }
 

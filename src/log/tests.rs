@@ -1005,3 +1005,32 @@ async fn truncation_lowers_the_watermark() {
         (6, Some(6), None)
     );
 }
+
+/// What clients see of a log that takes no writes: the cause in the system's words, no path.
+#[test]
+fn the_public_reason_names_the_cause_and_no_path() {
+    let full = LogError::Poisoned(
+        "committing sequences 3..=4 failed: flush: IO error: /var/lib/storch/log/db: No space \
+         left on device (os error 28)"
+            .into(),
+    );
+    let text = full.public_reason();
+    assert!(
+        text.contains("disk is full (No space left on device (os error 28))"),
+        "{text}"
+    );
+    let eio = LogError::Poisoned("flush: Input/output error (os error 5)".into());
+    let text = eio.public_reason();
+    assert!(
+        text.contains("disk failed (Input/output error (os error 5))"),
+        "{text}"
+    );
+    let missing = LogError::Missing {
+        head: 7,
+        acked: 9,
+        reason: "/secret/path".into(),
+    };
+    for e in [full, eio, missing] {
+        assert!(!e.public_reason().contains('/'), "{}", e.public_reason());
+    }
+}

@@ -156,11 +156,6 @@ pub(crate) async fn run(
         counts: Vec::new(),
         envelopes: Vec::new(),
     };
-    metrics::gauge!("storch_log_writable").set(if w.inner.poisoned().is_some() {
-        0.0
-    } else {
-        1.0
-    });
     let mut carry: Option<Request> = None;
     loop {
         let first = match carry.take() {
