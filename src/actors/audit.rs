@@ -271,6 +271,23 @@ impl Core {
         Ok(rx)
     }
 
+    /// Test support (failpoint): the log's next group commit is written but its flush fails,
+    /// as on a disk that fails; the log then takes no writes.
+    #[doc(hidden)]
+    pub fn fail_next_log_flush_for_tests(&self) {
+        if let Some(log) = self.shared.log() {
+            log.fail_next_flush_for_tests();
+        }
+    }
+
+    /// The event log is open and takes writes (not poisoned by a failed write or flush, not
+    /// short of acknowledged records).
+    pub fn log_writable(&self) -> bool {
+        self.shared
+            .log()
+            .is_some_and(|l| l.poisoned().is_none() && l.check_acknowledged().is_ok())
+    }
+
     /// Log open, replay done, not degraded.
     pub fn health(&self) -> Health {
         let readiness = read(&self.shared.readiness).clone();

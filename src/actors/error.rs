@@ -56,6 +56,11 @@ pub enum CoreError {
     /// A bug or an unexpected failure (HTTP 500; details only in the server log).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The event log takes no writes (its disk is full or failed, or it lacks acknowledged
+    /// records): HTTP 503 with `Retry-After`; the message says why, without paths, and is
+    /// shown. Reads go on.
+    #[error("{0}")]
+    LogUnavailable(String),
 }
 
 /// A request the model refuses is bad input (HTTP 400); the message names the field.
@@ -78,9 +83,12 @@ pub(crate) fn observe<T>(
         Err(CoreError::AlreadyExists(_)) => "conflict",
         Err(CoreError::Invalid(_)) => "invalid",
         Err(CoreError::Failed(_)) => "failed",
-        Err(CoreError::NotReady | CoreError::Starting(_) | CoreError::Unavailable(_)) => {
-            "unavailable"
-        }
+        Err(
+            CoreError::NotReady
+            | CoreError::Starting(_)
+            | CoreError::Unavailable(_)
+            | CoreError::LogUnavailable(_),
+        ) => "unavailable",
         Err(CoreError::Standby(_)) => "standby",
         Err(CoreError::BootstrapFailed(_) | CoreError::Internal(_)) => "error",
     };

@@ -20,6 +20,10 @@ pub struct CoreOptions {
     /// Compare every backend with its array this often (missing volumes, changes, orphans);
     /// zero: only at a backend's start and on request.
     pub reconcile_interval: std::time::Duration,
+    /// Start on a log that lacks acknowledged records or holds a corrupt record, cutting it
+    /// back to the last good record (`serve --truncate-corrupt-tail`); otherwise such a log
+    /// stops the start.
+    pub truncate_corrupt_tail: bool,
 }
 
 impl Default for CoreOptions {
@@ -32,6 +36,7 @@ impl Default for CoreOptions {
             replication: None,
             secrets_key: None,
             reconcile_interval: std::time::Duration::from_secs(600),
+            truncate_corrupt_tail: false,
         }
     }
 }

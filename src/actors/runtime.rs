@@ -86,6 +86,7 @@ impl CoreRuntime {
             followers: tokio::sync::broadcast::channel(4096).0,
             admin: tokio::sync::Mutex::new(()),
             config_pending: std::sync::atomic::AtomicBool::new(false),
+            cut_back: Mutex::new(None),
         });
         let boot = tokio::spawn(boot(shared.clone()));
         Ok(CoreRuntime {
@@ -186,6 +187,21 @@ async fn boot(shared: Arc<Shared>) {
     });
     let appender = log.start_writer_with(Arc::new(Sink::for_shared(&shared)), replicator);
     *write(&shared.appender) = Some(appender);
+    let cut_back = shared
+        .cut_back
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(event) = cut_back
+        && let Err(e) = shared
+            .append("boot", vec![crate::events::Event::Log { event }])
+            .await
+    {
+        *write(&shared.readiness) = Readiness::Failed(format!(
+            "cannot record that the event log was cut back: {e}"
+        ));
+        return;
+    }
 
     for (name, config) in classes {
         match crate::model::CompiledClass::compile(config) {

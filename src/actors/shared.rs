@@ -178,6 +178,9 @@ pub(crate) struct Shared {
     pub admin: tokio::sync::Mutex<()>,
     /// A config file is to be applied and has not been yet (readiness waits for it).
     pub config_pending: std::sync::atomic::AtomicBool,
+    /// The log was cut back at start (`--truncate-corrupt-tail`): the event saying so, to be
+    /// appended once the writer runs.
+    pub cut_back: Mutex<Option<crate::events::LogEvent>>,
 }
 
 pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -224,7 +227,14 @@ impl Shared {
         metrics::histogram!("storch_log_append_seconds").record(started.elapsed().as_secs_f64());
         let seqs = result.map_err(|e| {
             tracing::error!(error = %e, "event log append failed");
-            CoreError::Unavailable(format!("the event log refuses writes: {e}"))
+            // A leader whose log takes no writes gives the leadership up, so that a standby
+            // takes over now rather than when the lease runs out (never: it is renewed).
+            if let (crate::log::LogError::Poisoned(_), Some(node)) = (&e, &self.opts.replication) {
+                let node = node.clone();
+                let reason = format!("its event log takes no writes: {}", e.public_reason());
+                tokio::spawn(async move { node.step_down(reason).await });
+            }
+            CoreError::LogUnavailable(e.public_reason())
         })?;
         Ok(seqs.last().copied().unwrap_or(0))
     }

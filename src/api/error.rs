@@ -271,6 +271,8 @@ pub enum ErrorKind {
     /// - `AlreadyExists` → **409** (Trident: 400), the core's message;
     /// - `Invalid`, `Failed` → **400**, the core's message;
     /// - `Unavailable` → **503** with `Retry-After`, generic message (the cause is logged);
+    /// - `LogUnavailable` → **503** with `Retry-After`, the core's message (why the log takes
+    ///   no writes, without paths);
     /// - `Internal` → **500**, generic message (the cause is logged).
     Core(CoreError),
 }
@@ -313,7 +315,8 @@ impl ApiError {
                 CoreError::NotReady
                 | CoreError::Standby(_)
                 | CoreError::Starting(_)
-                | CoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                | CoreError::Unavailable(_)
+                | CoreError::LogUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
                 CoreError::BootstrapFailed(_) | CoreError::Internal(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
@@ -352,9 +355,10 @@ impl ApiError {
             }
             ErrorKind::Panic | ErrorKind::Encode(_) => internal_message(rid),
             ErrorKind::Core(e) => match e {
-                CoreError::NotReady | CoreError::Standby(_) | CoreError::Starting(_) => {
-                    e.to_string()
-                }
+                CoreError::NotReady
+                | CoreError::Standby(_)
+                | CoreError::Starting(_)
+                | CoreError::LogUnavailable(_) => e.to_string(),
                 CoreError::BootstrapFailed(_) => {
                     format!("storch initialization failed; see the server log (request id {rid})")
                 }
@@ -387,6 +391,9 @@ impl ApiError {
             }
             ErrorKind::Core(CoreError::Unavailable(detail)) => {
                 tracing::warn!(op, error = %detail, "refused: core unavailable")
+            }
+            ErrorKind::Core(CoreError::LogUnavailable(why)) => {
+                tracing::warn!(op, %why, "refused: the event log takes no writes")
             }
             ErrorKind::Core(CoreError::NotReady) => tracing::info!(op, "refused: not ready"),
             ErrorKind::Core(CoreError::Starting(why)) => {

@@ -149,6 +149,19 @@ fn render_gauges(core: &Core, out: &mut String) {
     );
     sample(out, "storch_ready", &[], u64::from(core.health().ready()));
 
+    header(
+        out,
+        "storch_log_writable",
+        "1 while the event log takes writes; 0 after a failed write or flush (full or failing \
+         disk) or when it lacks acknowledged records.",
+    );
+    sample(
+        out,
+        "storch_log_writable",
+        &[],
+        u64::from(core.log_writable()),
+    );
+
     header(out, "storch_backends", "Backends by state.");
     for state in BACKEND_STATES {
         let n = stats.backends_by_state.get(state).copied().unwrap_or(0);

@@ -73,6 +73,7 @@ pub(crate) fn scrub_core_error(e: CoreError, secrets: &[String]) -> CoreError {
         CoreError::Starting(m) => CoreError::Starting(s(m)),
         CoreError::Unavailable(m) => CoreError::Unavailable(s(m)),
         CoreError::Internal(m) => CoreError::Internal(s(m)),
+        CoreError::LogUnavailable(m) => CoreError::LogUnavailable(s(m)),
     }
 }
 

@@ -131,6 +131,13 @@ pub struct ServeArgs {
     #[arg(long, env = "STORCH_RECONCILE_INTERVAL", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub reconcile_interval: Option<std::time::Duration>,
 
+    /// Start even though the event log lacks acknowledged records (its store ends before the
+    /// watermark kept beside it) or holds a corrupt record: the log is cut back to the last
+    /// good record before them, and a `LogTailCutBack` event records what was given up. Run
+    /// `storch events verify` first to see what that is.
+    #[arg(long, env = "STORCH_TRUNCATE_CORRUPT_TAIL")]
+    pub truncate_corrupt_tail: bool,
+
     #[command(flatten)]
     pub kube: KubeArgs,
 

@@ -41,6 +41,9 @@ pub struct ServeSettings {
     pub csi: Option<crate::csi::CsiOptions>,
     /// `--reconcile-interval`, when given (zero: off).
     pub reconcile_interval: Option<std::time::Duration>,
+    /// `--truncate-corrupt-tail`: start on a log that lacks acknowledged records or holds a
+    /// corrupt one, cutting it back.
+    pub truncate_corrupt_tail: bool,
 }
 
 /// Why the arguments were refused.
@@ -176,6 +179,7 @@ impl ServeArgs {
             secrets_key_file: self.secrets_key_file,
             csi,
             reconcile_interval: self.reconcile_interval,
+            truncate_corrupt_tail: self.truncate_corrupt_tail,
         })
     }
 }
@@ -298,6 +302,7 @@ impl ServeSettings {
             reconcile_interval: self
                 .reconcile_interval
                 .unwrap_or(CoreOptions::default().reconcile_interval),
+            truncate_corrupt_tail: self.truncate_corrupt_tail,
             ..CoreOptions::default()
         }
     }
@@ -323,6 +328,7 @@ mod tests {
             csi: Default::default(),
             secrets_key_file: None,
             reconcile_interval: None,
+            truncate_corrupt_tail: false,
         }
     }
 

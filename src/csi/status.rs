@@ -18,7 +18,8 @@ pub fn from_core(e: CoreError) -> Status {
         CoreError::NotReady
         | CoreError::Standby(_)
         | CoreError::Starting(_)
-        | CoreError::Unavailable(_) => Status::unavailable(message),
+        | CoreError::Unavailable(_)
+        | CoreError::LogUnavailable(_) => Status::unavailable(message),
         CoreError::NotFound(_) => Status::not_found(message),
         CoreError::AlreadyExists(_) => Status::already_exists(message),
         CoreError::Invalid(_) => Status::invalid_argument(message),

@@ -156,6 +156,15 @@ pub enum VolumeEvent {
     Drift(DriftEvent),
 }
 
+/// Events about the log itself (stream `log`).
+#[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
+pub enum LogEvent {
+    /// At start, the operator (`serve --truncate-corrupt-tail`) accepted a log shorter than
+    /// the one acknowledged: it ended at sequence `from` and goes on from `to`; `reason` says
+    /// what was wrong with what lay between.
+    TailCutBack { from: u64, to: u64, reason: String },
+}
+
 /// An event of any stream, with the stream's object name.
 #[derive(Debug, Clone, PartialEq, bincode::Encode, bincode::Decode, serde::Serialize)]
 #[serde(untagged)]
@@ -171,6 +180,9 @@ pub enum Event {
     Volume {
         name: String,
         event: VolumeEvent,
+    },
+    Log {
+        event: LogEvent,
     },
 }
 
@@ -235,6 +247,9 @@ impl Event {
                 VolumeEvent::Published { .. } => "VolumePublished",
                 VolumeEvent::Unpublished { .. } => "VolumeUnpublished",
                 VolumeEvent::Drift(d) => d.kind(),
+            },
+            Event::Log { event } => match event {
+                LogEvent::TailCutBack { .. } => "LogTailCutBack",
             },
         }
     }
@@ -369,6 +384,11 @@ impl Event {
                 }
                 VolumeEvent::Drift(d) => d.summary(name),
             },
+            Event::Log { event } => match event {
+                LogEvent::TailCutBack { from, to, reason } => format!(
+                    "event log cut back from sequence {from} to {to} by operator request ({reason})"
+                ),
+            },
         }
     }
 
@@ -378,6 +398,7 @@ impl Event {
             Event::Backend { name, .. } => format!("backend/{name}"),
             Event::StorageClass { name, .. } => format!("storageclass/{name}"),
             Event::Volume { name, .. } => format!("volume/{name}"),
+            Event::Log { .. } => "log".to_string(),
         }
     }
 }

@@ -26,6 +26,7 @@ mod codec;
 pub mod files;
 mod replica;
 mod store;
+mod watermark;
 mod writer;
 
 pub use anchor::Anchor;
@@ -126,6 +127,69 @@ pub enum LogError {
     Poisoned(String),
     #[error("event log writer has stopped")]
     Closed,
+    /// The store lacks records that were acknowledged (the watermark is ahead of it), or holds
+    /// another record than the acknowledged one: the log refuses appends, boot refuses to
+    /// start, until the operator accepts the shorter log.
+    #[error(
+        "event log is missing acknowledged records: sequences {}..={acked} were acknowledged \
+         but cannot be read back ({reason})", head + 1
+    )]
+    Missing {
+        head: u64,
+        acked: u64,
+        reason: String,
+    },
+}
+
+impl LogError {
+    /// Why the log takes no writes, for clients: no paths, the operating system's words for
+    /// a failed write or flush, and what brings writes back.
+    pub fn public_reason(&self) -> String {
+        match self {
+            LogError::Poisoned(reason) => {
+                let os = os_error(reason)
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default();
+                if reason.starts_with("replicating") {
+                    "the event log could not be replicated to etcd: this instance takes no \
+                     more writes; a standby takes over"
+                        .to_string()
+                } else if reason.contains("os error 28") {
+                    format!(
+                        "the event log's disk is full{os}: writes are refused until space is \
+                         freed and storch is restarted; reads go on"
+                    )
+                } else {
+                    format!(
+                        "the event log's disk failed{os}: writes are refused until storch is \
+                         restarted; reads go on"
+                    )
+                }
+            }
+            LogError::Missing { head, acked, .. } => format!(
+                "the event log lacks acknowledged records (sequences {}..={acked}): writes are \
+                 refused; see `storch events verify`",
+                head + 1
+            ),
+            LogError::Corrupt { seq, .. } => format!(
+                "the event log is corrupt at sequence {seq}: writes are refused; see `storch \
+                 events verify`"
+            ),
+            LogError::Closed => "the event log is closed: storch is stopping".to_string(),
+            LogError::Locked { .. } | LogError::Storage(_) => {
+                "the event log could not be written; see the server log".to_string()
+            }
+        }
+    }
+}
+
+/// The operating system's words in an I/O error's text, e.g. `No space left on device (os
+/// error 28)`, without the path before them.
+fn os_error(reason: &str) -> Option<&str> {
+    let end = reason.find("(os error ")?;
+    let close = end + reason[end..].find(')')? + 1;
+    let start = reason[..end].rfind(": ").map_or(0, |i| i + 2);
+    Some(reason[start..close].trim())
 }
 
 /// Result of walking the chain.
@@ -140,6 +204,11 @@ pub struct VerifyReport {
     /// Where the chain starts when the log starts from a checkpoint (see [`Anchor`]): the
     /// records checked are those after it, the first linking to its recorded hash.
     pub anchor: Option<Anchor>,
+    /// The last acknowledged sequence, from the watermark kept beside the store (`None`
+    /// without one: a log in memory).
+    pub acknowledged: Option<u64>,
+    /// Acknowledged records the store lacks ([`LogError::Missing`]), if any.
+    pub missing: Option<String>,
 }
 
 /// The open log.
@@ -227,6 +296,48 @@ impl EventLog {
         }
     }
 
+    /// `Err(LogError::Missing)` when the store lacks acknowledged records (found at open by
+    /// comparing it with the watermark); the writer refuses appends in that state.
+    pub fn check_acknowledged(&self) -> Result<(), LogError> {
+        match self.inner.shortfall() {
+            Some(s) => Err(s.error()),
+            None => Ok(()),
+        }
+    }
+
+    /// Operator action (`serve --truncate-corrupt-tail`): accepts the store as it is, setting
+    /// the watermark to its head. Returns the acknowledged sequence that was given up and the
+    /// head it was cut back to, when the store was short. Refused while the writer runs, and
+    /// while the last record is corrupt (truncate it first).
+    pub async fn accept_shorter(&self) -> Result<Option<(u64, u64)>, LogError> {
+        {
+            let slot = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(LogError::Storage(
+                    "cannot cut the event log back while its writer is running".to_string(),
+                ));
+            }
+            // No checkpoint may stay past the head it is cut back to.
+            let head = self.inner.head().seq;
+            store::remove_after(
+                &self.inner,
+                head,
+                "by operator request (--truncate-corrupt-tail)",
+            )?;
+        }
+        self.inner.flush().await?;
+        let given_up = self.inner.accept_store()?;
+        if let Some(s) = &given_up {
+            tracing::warn!(
+                acknowledged = s.acked,
+                head = s.head,
+                path = %self.inner.path.display(),
+                "event log cut back to what its store holds, by operator request"
+            );
+        }
+        Ok(given_up.map(|s| (s.acked, s.head)))
+    }
+
     /// The id written when this log was created.
     pub fn instance_id(&self) -> uuid::Uuid {
         self.inner.instance_id
@@ -281,11 +392,18 @@ impl EventLog {
                 }
             }
         }
+        let shortfall = self.inner.shortfall();
         VerifyReport {
             events,
             head_seq: store::last_key(&self.inner.events),
             first_bad,
             anchor: self.anchor(),
+            acknowledged: self.inner.watermark.as_ref().map(|_| {
+                shortfall
+                    .as_ref()
+                    .map_or_else(|| self.inner.head().seq, |s| s.acked)
+            }),
+            missing: shortfall.map(|s| s.error().to_string()),
         }
     }
 
@@ -397,6 +515,10 @@ impl EventLog {
             store::remove_after(&self.inner, seq, why)?
         };
         self.inner.flush().await?;
+        // What is left is the log now: the watermark follows it down.
+        if self.check_tail().is_ok() {
+            self.inner.accept_store()?;
+        }
         Ok(removed)
     }
 
@@ -435,6 +557,8 @@ impl EventLog {
             store::start_from(&self.inner, anchor, &snapshot)?
         };
         self.inner.flush().await?;
+        // The log is what etcd's checkpoint says now: the watermark follows it.
+        self.inner.accept_store()?;
         tracing::warn!(
             seq = anchor.seq,
             hash = %hex::encode(anchor.hash),

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use super::store::{Inner, key, storage};
 use super::{Durability, Envelope, LogError, codec};
@@ -42,7 +43,7 @@ pub fn frame_hash(frame: &[u8]) -> Option<[u8; 32]> {
 /// does: it decodes, it is the next sequence, its hash recomputes and it links to the head.
 /// The first bad record fails the whole call with [`LogError::Corrupt`] and nothing is written.
 pub(crate) async fn append_frames(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     frames: &[&[u8]],
 ) -> Result<Vec<Envelope>, LogError> {
     if let Some(e) = inner.poisoned_error() {
@@ -95,6 +96,16 @@ pub(crate) async fn append_frames(
         .map_err(|e| storage("writing replicated records", e))?;
     if inner.durability == Durability::Flush {
         inner.flush().await?;
+        // As the writer does: how far the log went, beside it. One small write per received
+        // chunk, on this task (a standby's follower, not the request path).
+        let marking = inner.clone();
+        let marked = tokio::task::spawn_blocking(move || marking.mark(seq, hash))
+            .await
+            .unwrap_or_else(|e| Err(format!("watermark: {e}")));
+        if let Err(reason) = marked {
+            return Err(LogError::Poisoned(inner.poison(reason)));
+        }
+        inner.clear_shortfall_upto(seq);
     }
     let mut head = inner.head();
     head.seq = seq;

@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use sha2::{Digest, Sha256};
 
+use super::watermark::{Found, Mark, Watermark};
 use super::{Durability, Envelope, GENESIS_HASH, LogError};
 use super::{anchor, codec};
 
@@ -37,6 +38,26 @@ pub(crate) struct HeadState {
     pub tail_error: Option<(u64, String)>,
 }
 
+/// The store lacks records the watermark says were acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Shortfall {
+    /// The last sequence that can be trusted.
+    pub head: u64,
+    /// The acknowledged sequence.
+    pub acked: u64,
+    pub reason: String,
+}
+
+impl Shortfall {
+    pub fn error(&self) -> LogError {
+        LogError::Missing {
+            head: self.head,
+            acked: self.acked,
+            reason: self.reason.clone(),
+        }
+    }
+}
+
 /// Shared by the `EventLog`, the writer task and every `Appender`.
 pub(crate) struct Inner {
     pub db: sled::Db,
@@ -49,6 +70,10 @@ pub(crate) struct Inner {
     poison: OnceLock<String>,
     /// Test failpoint: the next commit fails after its write, as a failed flush would.
     pub fail_next_commit: AtomicBool,
+    /// The watermark file (`None` for a log in memory).
+    pub watermark: Option<Watermark>,
+    /// Set at open when the store is shorter than the watermark; appends are refused.
+    shortfall: Mutex<Option<Shortfall>>,
 }
 
 impl Inner {
@@ -85,6 +110,54 @@ impl Inner {
                 tracing::error!(error = %e, "event log flush failed; the log is now poisoned");
                 Err(LogError::Poisoned(reason))
             }
+        }
+    }
+
+    pub fn shortfall(&self) -> Option<Shortfall> {
+        self.shortfall
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records `seq`/`hash` as acknowledged, durably (blocking), when the log keeps a
+    /// watermark and acks after flushes; otherwise does nothing.
+    pub fn mark(&self, seq: u64, hash: [u8; 32]) -> Result<(), String> {
+        match &self.watermark {
+            Some(w) if self.durability == Durability::Flush => w
+                .write(Mark { seq, hash })
+                .map_err(|e| format!("writing {}: {e}", w.path().display())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The operator's decision: what the store holds now is the log. The watermark is set to
+    /// the current head and the shortfall found at open, if any, is returned and forgotten.
+    pub fn accept_store(&self) -> Result<Option<Shortfall>, LogError> {
+        let head = self.head().clone();
+        if let Some((seq, reason)) = head.tail_error {
+            return Err(LogError::Corrupt { seq, reason });
+        }
+        if let Some(w) = &self.watermark {
+            w.reset(Mark {
+                seq: head.seq,
+                hash: head.hash,
+            })
+            .map_err(|e| storage(&format!("writing {}", w.path().display()), e))?;
+        }
+        Ok(self
+            .shortfall
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take())
+    }
+
+    /// A standby's log caught up from the replica: the shortfall is gone once the head
+    /// reaches the acknowledged record.
+    pub fn clear_shortfall_upto(&self, head: u64) {
+        let mut slot = self.shortfall.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|s| head >= s.acked) {
+            *slot = None;
         }
     }
 
@@ -183,6 +256,11 @@ pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError
     if let Some((seq, reason)) = &head.tail_error {
         tracing::error!(seq, %reason, path = %dir.display(), "event log tail is corrupt");
     }
+    let (watermark, shortfall) = if durability == Durability::Memory {
+        (None, None)
+    } else {
+        open_watermark(dir, &events, &head)?
+    };
     Ok(Inner {
         db,
         events,
@@ -193,6 +271,81 @@ pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError
         head: Mutex::new(head),
         poison: OnceLock::new(),
         fail_next_commit: AtomicBool::new(false),
+        watermark,
+        shortfall: Mutex::new(shortfall),
+    })
+}
+
+/// Opens the watermark and compares it with the store. A log without one (new, or written
+/// before storch kept it) or with an unreadable one gets one at its current head.
+fn open_watermark(
+    dir: &Path,
+    events: &sled::Tree,
+    head: &HeadState,
+) -> Result<(Option<Watermark>, Option<Shortfall>), LogError> {
+    let (w, found) = Watermark::open(dir).map_err(|e| {
+        LogError::Storage(format!("opening the watermark in {}: {e}", dir.display()))
+    })?;
+    let mark = match found {
+        Found::Mark(mark) => mark,
+        Found::Absent | Found::Unreadable(_) => {
+            if let Found::Unreadable(why) = &found {
+                tracing::warn!(%why, "the event log's watermark is unreadable; starting a new one at the log's head");
+            } else if head.seq > 0 {
+                tracing::info!(
+                    head = head.seq,
+                    "the event log has no watermark yet; starting one at its head"
+                );
+            }
+            if head.tail_error.is_none() {
+                w.reset(Mark {
+                    seq: head.seq,
+                    hash: head.hash,
+                })
+                .map_err(|e| storage(&format!("writing {}", w.path().display()), e))?;
+            }
+            return Ok((Some(w), None));
+        }
+    };
+    let shortfall = compare(events, head, mark);
+    if let Some(s) = &shortfall {
+        tracing::error!(
+            head = s.head,
+            acknowledged = s.acked,
+            reason = %s.reason,
+            path = %dir.display(),
+            "the event log lacks acknowledged records"
+        );
+    }
+    Ok((Some(w), shortfall))
+}
+
+/// Whether the store holds the acknowledged record `mark`.
+fn compare(events: &sled::Tree, head: &HeadState, mark: Mark) -> Option<Shortfall> {
+    if mark.seq == 0 {
+        return None;
+    }
+    if head.seq < mark.seq {
+        return Some(Shortfall {
+            head: head.seq,
+            acked: mark.seq,
+            reason: format!(
+                "the store ends at sequence {}, the watermark says {} was acknowledged",
+                head.seq, mark.seq
+            ),
+        });
+    }
+    // A record that does not parse or is missing is the chain check's to report.
+    let stored = events.get(key(mark.seq)).ok().flatten()?;
+    let frame = codec::parse(&stored).ok()?;
+    (frame.hash != mark.hash).then(|| Shortfall {
+        head: mark.seq - 1,
+        acked: mark.seq,
+        reason: format!(
+            "the record stored as sequence {} is not the acknowledged one (its hash differs \
+             from the watermark's)",
+            mark.seq
+        ),
     })
 }
 
@@ -695,12 +848,14 @@ pub(crate) fn remove_after(inner: &Inner, seq: u64, why: &str) -> Result<u64, Lo
         .apply_batch(batch)
         .map_err(|e| storage("truncating checkpoints", e))?;
     inner.refresh_head()?;
-    tracing::warn!(
-        after = seq,
-        removed,
-        path = %inner.path.display(),
-        "event log truncated: {why}"
-    );
+    if removed > 0 {
+        tracing::warn!(
+            after = seq,
+            removed,
+            path = %inner.path.display(),
+            "event log truncated: {why}"
+        );
+    }
     Ok(removed)
 }
 

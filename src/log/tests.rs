@@ -151,6 +151,8 @@ async fn append_and_read_round_trip() {
                 head_seq: 4,
                 first_bad: None,
                 anchor: None,
+                acknowledged: (durability != Durability::Memory).then_some(4),
+                missing: None,
             }
         );
         drop(appender);
@@ -266,6 +268,8 @@ async fn reopen_continues_the_chain() {
             head_seq: 11,
             first_bad: None,
             anchor: None,
+            acknowledged: Some(11),
+            missing: None,
         }
     );
 }
@@ -849,5 +853,190 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+}
+
+/// A stopped log of `n` events (one append each), its sled data file and where the last
+/// record's bytes lie in it.
+async fn stopped_on_disk(n: u64) -> (tempfile::TempDir, Vec<u8>, std::ops::Range<usize>) {
+    let (dir, log) = filled(n).await;
+    let last = log.raw_frame(n).unwrap();
+    drop(log);
+    let db = std::fs::read(dir.path().join("db")).unwrap();
+    let at = db
+        .windows(last.len())
+        .position(|w| w == &last[..])
+        .expect("the last record is stored as written");
+    (dir, db, at..at + last.len())
+}
+
+/// A copy of the log in `from` whose sled data file is `db`, opened.
+fn reopened_with(from: &std::path::Path, db: &[u8]) -> (tempfile::TempDir, EventLog) {
+    let (copy, log) = try_reopened_with(from, db);
+    (copy, log.unwrap())
+}
+
+fn try_reopened_with(
+    from: &std::path::Path,
+    db: &[u8],
+) -> (tempfile::TempDir, Result<EventLog, LogError>) {
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, copy.path().join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(copy.path().join("db"), db).unwrap();
+    let log = EventLog::open(copy.path(), Durability::Flush);
+    (copy, log)
+}
+
+/// sled drops a torn tail without a word; the watermark beside it says what went missing,
+/// and the log refuses appends until the operator accepts the shorter log.
+#[tokio::test]
+async fn a_store_torn_at_every_byte_of_its_last_record_is_shorter_than_its_watermark() {
+    let (dir, db, last) = stopped_on_disk(20).await;
+    for cut in last.clone() {
+        let (_copy, log) = reopened_with(dir.path(), &db[..cut]);
+        assert_eq!(log.head().0, 19, "cut at {cut}");
+        match log.check_acknowledged() {
+            Err(LogError::Missing {
+                head: 19,
+                acked: 20,
+                reason,
+            }) => assert!(reason.contains("store ends at sequence 19"), "{reason}"),
+            other => panic!("cut at {cut}: expected Missing, got {other:?}"),
+        }
+        let report = log.verify();
+        assert_eq!((report.events, report.first_bad), (19, None));
+        assert_eq!(report.acknowledged, Some(20));
+        let missing = report.missing.unwrap();
+        assert!(missing.contains("sequences 20..=20"), "{missing}");
+    }
+
+    // The operator accepts the shorter log: appends go on from 19, and a reopen is clean.
+    let (copy, log) = reopened_with(dir.path(), &db[..last.start]);
+    let appender = log.start_writer(Arc::new(NullSink));
+    let refused = appender.append("r", vec![ev("K", "s", b"p")]).await;
+    assert!(
+        matches!(&refused, Err(LogError::Missing { acked: 20, .. })),
+        "{refused:?}"
+    );
+    drop(appender);
+    log.shutdown().await.unwrap();
+    assert_eq!(log.accept_shorter().await.unwrap(), Some((20, 19)));
+    assert_eq!(log.accept_shorter().await.unwrap(), None);
+    let appender = log.start_writer(Arc::new(NullSink));
+    let seqs = appender.append("r", vec![ev("K", "s", b"p")]).await;
+    assert_eq!(seqs.unwrap(), vec![20]);
+    drop(appender);
+    log.shutdown().await.unwrap();
+    drop(log);
+    let log = EventLog::open(copy.path(), Durability::Flush).unwrap();
+    log.check_acknowledged().unwrap();
+    assert_eq!(log.verify().acknowledged, Some(20));
+}
+
+/// One flipped bit, at every byte of the last record and in the middle of the file: either
+/// every record reads back as written, or the log knows it lacks acknowledged records.
+#[tokio::test]
+async fn a_flipped_bit_anywhere_never_goes_unnoticed() {
+    let (dir, db, last) = stopped_on_disk(20).await;
+    let original = {
+        let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+        read_all(&log, 1)
+    };
+    let mut offsets: Vec<usize> = last.collect();
+    offsets.extend([db.len() / 3, db.len() / 2, offsets[0].saturating_sub(300)]);
+    let mut noticed = 0;
+    for (i, at) in offsets.into_iter().enumerate() {
+        let mut damaged = db.clone();
+        damaged[at] ^= 1 << (i % 8);
+        let (_copy, log) = try_reopened_with(dir.path(), &damaged);
+        // sled refusing to open its file is noticed too.
+        let Ok(log) = log else {
+            noticed += 1;
+            continue;
+        };
+        let report = log.verify();
+        if report.missing.is_some() || report.first_bad.is_some() {
+            noticed += 1;
+            continue;
+        }
+        assert_eq!(read_all(&log, 1), original, "flip at {at} went unnoticed");
+    }
+    assert!(noticed > 0, "no flip was noticed at all");
+}
+
+/// A watermark whose record the store holds with another hash: not the acknowledged log.
+#[tokio::test]
+async fn a_record_other_than_the_acknowledged_one_is_refused() {
+    let (dir, log) = filled(5).await;
+    drop(log);
+    let (w, _) = super::watermark::Watermark::open(dir.path()).unwrap();
+    w.reset(super::watermark::Mark {
+        seq: 5,
+        hash: [7; 32],
+    })
+    .unwrap();
+    drop(w);
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    match log.check_acknowledged() {
+        Err(LogError::Missing {
+            head: 4,
+            acked: 5,
+            reason,
+        }) => assert!(reason.contains("hash differs"), "{reason}"),
+        other => panic!("expected Missing, got {other:?}"),
+    }
+}
+
+/// Truncation is the operator's cut: the watermark follows the log down.
+#[tokio::test]
+async fn truncation_lowers_the_watermark() {
+    let (dir, log) = filled(10).await;
+    assert_eq!(log.verify().acknowledged, Some(10));
+    assert_eq!(log.truncate_after(6).await.unwrap(), 4);
+    drop(log);
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    log.check_acknowledged().unwrap();
+    let report = log.verify();
+    assert_eq!(
+        (report.events, report.acknowledged, report.missing),
+        (6, Some(6), None)
+    );
+}
+
+/// What clients see of a log that takes no writes: the cause in the system's words, no path.
+#[test]
+fn the_public_reason_names_the_cause_and_no_path() {
+    let full = LogError::Poisoned(
+        "committing sequences 3..=4 failed: flush: IO error: /var/lib/storch/log/db: No space \
+         left on device (os error 28)"
+            .into(),
+    );
+    let text = full.public_reason();
+    assert!(
+        text.contains("disk is full (No space left on device (os error 28))"),
+        "{text}"
+    );
+    let eio = LogError::Poisoned("flush: Input/output error (os error 5)".into());
+    let text = eio.public_reason();
+    assert!(
+        text.contains("disk failed (Input/output error (os error 5))"),
+        "{text}"
+    );
+    let missing = LogError::Missing {
+        head: 7,
+        acked: 9,
+        reason: "/secret/path".into(),
+    };
+    for e in [full, eio, missing] {
+        let text = e.public_reason();
+        assert!(
+            !text.contains("/var") && !text.contains("/secret"),
+            "{text}"
+        );
     }
 }

@@ -209,6 +209,18 @@ impl Writer {
             self.fail_all(|| LogError::Poisoned(reason.clone()));
             return;
         }
+        if let Some(shortfall) = self.inner.shortfall() {
+            let reason = format!(
+                "{}; appends are refused until the operator accepts the shorter log",
+                shortfall.error()
+            );
+            self.fail_all(|| LogError::Missing {
+                head: shortfall.head,
+                acked: shortfall.acked,
+                reason: reason.clone(),
+            });
+            return;
+        }
         if let Some((seq, reason)) = self.tail_error.clone() {
             self.fail_all(|| LogError::Corrupt {
                 seq,
@@ -254,7 +266,7 @@ impl Writer {
             }
         }
 
-        if let Err(reason) = self.write(batch).await {
+        if let Err(reason) = self.write(batch, (seq, prev)).await {
             let reason = self.inner.poison(format!(
                 "committing sequences {first_seq}..={seq} failed: {reason}"
             ));
@@ -287,7 +299,7 @@ impl Writer {
         }
     }
 
-    async fn write(&self, batch: sled::Batch) -> Result<(), String> {
+    async fn write(&self, batch: sled::Batch, head: (u64, [u8; 32])) -> Result<(), String> {
         self.inner
             .events
             .apply_batch(batch)
@@ -303,6 +315,14 @@ impl Writer {
                 .await
                 .map_err(|e| format!("flush: {e}"))?;
             metrics::histogram!("storch_log_flush_seconds").record(started.elapsed().as_secs_f64());
+            // The batch is durable in sled: record how far the log went, beside it, before
+            // anyone hears of the batch.
+            if self.inner.watermark.is_some() {
+                let inner = self.inner.clone();
+                tokio::task::spawn_blocking(move || inner.mark(head.0, head.1))
+                    .await
+                    .map_err(|e| format!("watermark: {e}"))??;
+            }
         }
         Ok(())
     }

@@ -418,6 +418,8 @@ impl State {
                 },
             },
             Event::Volume { name, event } => self.apply_volume(name, event),
+            // A note for the audit trail; the state is what the records before it made.
+            Event::Log { .. } => {}
         }
     }
 

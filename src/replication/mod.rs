@@ -449,6 +449,14 @@ impl Node {
             .map(|kv| String::from_utf8_lossy(&kv.value).into_owned()))
     }
 
+    /// Gives the leadership up because this instance can no longer write (its log failed):
+    /// reported through [`Node::lost`] like a lost lease, then the lease is revoked so a
+    /// standby takes over at once.
+    pub async fn step_down(&self, reason: String) {
+        self.lose(reason);
+        self.resign().await;
+    }
+
     /// Gives up the leadership and the lease (a standby takes over at once).
     pub async fn resign(&self) {
         self.leadership

@@ -389,7 +389,7 @@ async fn a_fenced_out_leader_acknowledges_nothing_and_its_tail_is_cut_back_when_
         .await
         .unwrap_err();
     assert!(
-        matches!(err, storch::actors::CoreError::Unavailable(_)),
+        matches!(err, storch::actors::CoreError::LogUnavailable(_)),
         "{err:?}"
     );
     wait_readiness(
@@ -923,4 +923,46 @@ async fn a_rejoining_leaders_log_says_its_unacknowledged_tail_was_cut_back() {
     assert!(!log.contains("operator request"), "{log}");
     a.stop();
     b.stop();
+}
+
+/// A leader whose disk fails under its log (the log's flush failpoint) refuses the write,
+/// gives the leadership up at once (it would otherwise keep renewing its lease), and the
+/// standby takes over with every acknowledged write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_log_fails_steps_down_and_the_standby_takes_over() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = set_up_leader(&etcd, &dir_a).await;
+    let ctx = RequestCtx::new("t");
+    add_volume(&a.core(), &ctx, volume("before")).await.unwrap();
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+
+    a.core().fail_next_log_flush_for_tests();
+    let err = add_volume(&a.core(), &ctx, volume("doomed"))
+        .await
+        .unwrap_err();
+    match &err {
+        storch::actors::CoreError::LogUnavailable(why) => {
+            assert!(why.contains("disk failed"), "{why}")
+        }
+        other => panic!("expected LogUnavailable, got {other:?}"),
+    }
+    wait_readiness(
+        "a to step down",
+        &a,
+        |r| matches!(r, Readiness::Failed(why) if why.contains("its event log takes no writes")),
+    )
+    .await;
+    wait_ready(&b.core()).await;
+    assert!(
+        b.core().get_volume("before").is_ok(),
+        "b has a's acknowledged write"
+    );
+    assert!(b.core().get_volume("doomed").is_err());
+    add_volume(&b.core(), &ctx, volume("after")).await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
 }

@@ -70,7 +70,8 @@ fn checked_events<'a>(
 }
 
 /// `events verify`: exit 0 with a summary line, or 1 naming the first bad sequence (after a
-/// line saying how many events before it check out).
+/// line saying how many events before it check out), or the acknowledged sequences the log
+/// lacks (its store ends before the watermark kept beside it).
 fn verify(data_dir: &Path) -> CliResult<()> {
     let log = open_log(data_dir)?;
     let (head, _) = log.head();
@@ -86,6 +87,28 @@ fn verify(data_dir: &Path) -> CliResult<()> {
             return Err(e);
         }
         good += 1;
+    }
+    if let Err(LogError::Missing {
+        head: last,
+        acked,
+        reason,
+    }) = log.check_acknowledged()
+    {
+        let line = format!(
+            "event log in {}: {good} events check out, but sequences {}..={acked} were \
+             acknowledged and are missing\n",
+            data_dir.display(),
+            last + 1
+        );
+        emit(&mut stdout, &line)?;
+        return Err(CliError::Corrupt {
+            dir: data_dir.display().to_string(),
+            seq: last + 1,
+            reason: format!(
+                "acknowledged records are missing ({reason}); `storch serve \
+                 --truncate-corrupt-tail` cuts the log back to sequence {last}"
+            ),
+        });
     }
     let line = match log.anchor() {
         None => format!(

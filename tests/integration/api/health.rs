@@ -440,3 +440,84 @@ async fn a_backend_still_initialising_makes_creates_retryable() {
     assert_eq!(r.status, 400, "{:?}", r.json);
     server.stop();
 }
+
+/// A disk that fails under the log (the log's flush failpoint): writes get 503 with the
+/// reason and `Retry-After`, `/readyz` says why, `storch_log_writable` drops to 0, reads go
+/// on, and nothing acknowledged before is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_log_flush_refuses_writes_with_the_reason_and_reads_go_on() {
+    if !crate::support::in_own_process(
+        module_path!(),
+        "a_failed_log_flush_refuses_writes_with_the_reason_and_reads_go_on",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rt = crate::support::start(&data).await;
+    let core = rt.core();
+    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let c = storch::net::client();
+    let backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
+    assert_eq!(
+        post(&c, &s.url("/trident/v1/backend"), backend)
+            .await
+            .status,
+        201
+    );
+    let metrics = || async { get_text(&c, &s.url("/metrics")).await };
+    assert_eq!(
+        sample(&metrics().await, "storch_log_writable", &[]),
+        Some(1.0)
+    );
+
+    core.fail_next_log_flush_for_tests();
+    let class = json!({"name": "gold", "attributes": {"media": "ssd"}});
+    let r = post(&c, &s.url("/trident/v1/storageclass"), class.clone()).await;
+    assert_eq!(r.status, 503, "{:?}", r.json);
+    assert_eq!(r.headers["retry-after"], "1");
+    let msg = r.json["error"].as_str().unwrap();
+    assert!(msg.contains("the event log's disk failed"), "{msg}");
+    assert!(msg.contains("reads go on"), "{msg}");
+    assert!(!msg.contains(data.to_str().unwrap()), "no paths: {msg}");
+    // Later writes too, without another failure.
+    let r = post(&c, &s.url("/trident/v1/storageclass"), class).await;
+    assert_eq!(r.status, 503, "{:?}", r.json);
+
+    let r = get(&c, &s.url("/readyz")).await;
+    assert_eq!(r.status, 503);
+    let reason = r.json["reasons"][0].as_str().unwrap();
+    assert!(reason.contains("event log poisoned"), "{reason}");
+    assert!(reason.contains("injected"), "{reason}");
+    assert_eq!(
+        sample(&metrics().await, "storch_log_writable", &[]),
+        Some(0.0)
+    );
+    let r = get(&c, &s.url("/trident/v1/backend/lab")).await;
+    assert_eq!(r.status, 200, "reads go on: {:?}", r.json);
+    assert_eq!(
+        get(&c, &s.url("/trident/v1/storageclass/gold"))
+            .await
+            .status,
+        404
+    );
+    s.stop().await;
+
+    // After a restart the log takes writes again, with what was acknowledged. (The refused
+    // batch may or may not have reached the disk: it was never acknowledged either way.)
+    let s = TestServer::plain(&data).await;
+    let r = get(&c, &s.url("/trident/v1/backend/lab")).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let class = json!({"name": "silver", "attributes": {"media": "ssd"}});
+    assert_eq!(
+        post(&c, &s.url("/trident/v1/storageclass"), class)
+            .await
+            .status,
+        201
+    );
+    s.stop().await;
+}
+
+async fn get_text(c: &reqwest::Client, url: &str) -> String {
+    c.get(url).send().await.unwrap().text().await.unwrap()
+}

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `storch` client verbs and offline audits: the real binary against
 //! a real `storch serve` child.
 
+mod disk;
 mod drift;
 mod events;
 mod https;
