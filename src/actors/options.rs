@@ -20,6 +20,21 @@ pub struct CoreOptions {
     /// Compare every backend with its array this often (missing volumes, changes, orphans);
     /// zero: only at a backend's start and on request.
     pub reconcile_interval: std::time::Duration,
+    /// The directories below which a local backend added or updated over the API may put its
+    /// pools (`serve --local-root`); empty: the data dir. The `serve --config` file is not
+    /// bound to them.
+    pub local_roots: Vec<std::path::PathBuf>,
+}
+
+impl CoreOptions {
+    /// `local_roots`, or the data dir when none is given.
+    pub fn allowed_local_roots(&self) -> Vec<std::path::PathBuf> {
+        if self.local_roots.is_empty() {
+            vec![self.data_dir.clone()]
+        } else {
+            self.local_roots.clone()
+        }
+    }
 }
 
 impl Default for CoreOptions {
@@ -32,6 +47,7 @@ impl Default for CoreOptions {
             replication: None,
             secrets_key: None,
             reconcile_interval: std::time::Duration::from_secs(600),
+            local_roots: Vec::new(),
         }
     }
 }

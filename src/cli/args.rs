@@ -124,6 +124,17 @@ pub struct ServeArgs {
     #[arg(long, env = "STORCH_RECONCILE_INTERVAL", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub reconcile_interval: Option<std::time::Duration>,
 
+    /// A directory below which local backends added or updated over the API may put their
+    /// pools (repeatable; comma separated in the variable) [default: the data dir]. Backends
+    /// in the --config file are not bound to it.
+    #[arg(
+        long = "local-root",
+        env = "STORCH_LOCAL_ROOTS",
+        value_name = "DIR",
+        value_delimiter = ','
+    )]
+    pub local_roots: Vec<PathBuf>,
+
     #[command(flatten)]
     pub kube: KubeArgs,
 

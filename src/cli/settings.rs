@@ -41,6 +41,8 @@ pub struct ServeSettings {
     pub csi: Option<crate::csi::CsiOptions>,
     /// `--reconcile-interval`, when given (zero: off).
     pub reconcile_interval: Option<std::time::Duration>,
+    /// `--local-root`s (empty: the data dir).
+    pub local_roots: Vec<PathBuf>,
 }
 
 /// Why the arguments were refused.
@@ -174,6 +176,7 @@ impl ServeArgs {
             secrets_key_file: self.secrets_key_file,
             csi,
             reconcile_interval: self.reconcile_interval,
+            local_roots: self.local_roots,
         })
     }
 }
@@ -285,6 +288,7 @@ impl ServeSettings {
             reconcile_interval: self
                 .reconcile_interval
                 .unwrap_or(CoreOptions::default().reconcile_interval),
+            local_roots: self.local_roots.clone(),
             ..CoreOptions::default()
         }
     }
@@ -310,6 +314,7 @@ mod tests {
             csi: Default::default(),
             secrets_key_file: None,
             reconcile_interval: None,
+            local_roots: Vec::new(),
         }
     }
 

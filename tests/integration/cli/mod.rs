@@ -2,6 +2,7 @@
 //! a real `storch serve` child.
 
 mod drift;
+mod edges;
 mod events;
 mod https;
 mod offline;
