@@ -50,7 +50,7 @@ mod tests {
             }
         }
         assert_eq!(seen, [1, 2, 3, 5, 7, 8, 9]);
-        assert_eq!(smallest(items.iter(), Some(7)).1, false);
-        assert_eq!(smallest(items.iter(), Some(6)).1, true);
+        assert!(!smallest(items.iter(), Some(7)).1);
+        assert!(smallest(items.iter(), Some(6)).1);
     }
 }

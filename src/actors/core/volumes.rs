@@ -117,11 +117,7 @@ impl Core {
     ) -> Result<(Vec<String>, bool), CoreError> {
         self.shared.ensure_readable()?;
         Ok(self.shared.projection.read(|s| {
-            let names = s
-                .volumes
-                .keys()
-                .map(|n| &n[..])
-                .filter(|n| after.is_none_or(|a| *n > a));
+            let names = s.volumes.keys().filter(|n| after.is_none_or(|a| *n > a));
             let (page, more) = crate::model::page::smallest(names, limit);
             (page.into_iter().map(String::from).collect(), more)
         }))

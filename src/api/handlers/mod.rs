@@ -197,26 +197,6 @@ fn strip_trailing_slash(uri: &Uri) -> Option<HeaderValue> {
     HeaderValue::from_str(&location).ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn trailing_slash_redirects_stay_on_this_server() {
-        let loc = |s: &str| strip_trailing_slash(&s.parse::<Uri>().unwrap());
-        assert_eq!(loc("/trident/v1/backend/").unwrap(), "/trident/v1/backend");
-        assert_eq!(
-            loc("/trident/v1/backend///?x=1").unwrap(),
-            "/trident/v1/backend?x=1"
-        );
-        assert!(loc("/trident/v1/backend").is_none());
-        assert!(loc("//evil.example/").is_none());
-        assert!(loc("/trident/").is_none());
-        assert!(loc("/trident//").is_none());
-        assert!(loc("/other/").is_none());
-    }
-}
-
 /// One page of a list sorted by `key`: the items after `page.after`, at most `page.limit` of
 /// them, and the `continue` token (the last item's key) when more follow.
 pub(crate) fn page_sorted<T>(
@@ -235,5 +215,25 @@ pub(crate) fn page_sorted<T>(
             (rest, next)
         }
         _ => (rest, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailing_slash_redirects_stay_on_this_server() {
+        let loc = |s: &str| strip_trailing_slash(&s.parse::<Uri>().unwrap());
+        assert_eq!(loc("/trident/v1/backend/").unwrap(), "/trident/v1/backend");
+        assert_eq!(
+            loc("/trident/v1/backend///?x=1").unwrap(),
+            "/trident/v1/backend?x=1"
+        );
+        assert!(loc("/trident/v1/backend").is_none());
+        assert!(loc("//evil.example/").is_none());
+        assert!(loc("/trident/").is_none());
+        assert!(loc("/trident//").is_none());
+        assert!(loc("/other/").is_none());
     }
 }
