@@ -78,20 +78,34 @@ fn driver_error(e: DriverError) -> CoreError {
     }
 }
 
+/// Who wrote a backend config: what it may point at depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A client over the API: local pools only below the operator's roots.
+    Api,
+    /// The operator's own `serve --config` file.
+    Operator,
+}
+
 /// Builds a backend config's driver behind its concurrency limit and discovers the array
 /// (through the limit); nothing is recorded yet.
 pub(crate) async fn prepare(
     shared: &Shared,
     doc: serde_json::Value,
+    origin: Origin,
 ) -> Result<PreparedBackend, CoreError> {
     if !doc.is_object() {
         return Err(CoreError::Invalid(
             "invalid config format: a backend config must be a JSON or YAML object".into(),
         ));
     }
+    crate::drivers::check_pool_count(&doc, None).map_err(driver_error)?;
     let mut redacted = doc.clone();
     let secrets = crate::secrets::split(&mut redacted);
     let built = crate::drivers::build_driver(&doc).map_err(driver_error)?;
+    if built.driver.driver_name() == crate::drivers::local::DRIVER_NAME {
+        check_local_pools(shared, &doc, &built.common, origin)?;
+    }
     let limit = limit::concurrency_limit(&doc).map_err(CoreError::Invalid)?;
     let driver_name = built.driver.driver_name().to_string();
     let label = built.common.backend_name.as_deref().unwrap_or(&driver_name);
@@ -104,6 +118,7 @@ pub(crate) async fn prepare(
     })?;
     crate::model::validate_name("backendName", &discovery.backend_name)
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
+    crate::drivers::check_pool_count(&doc, Some(discovery.pools.len())).map_err(driver_error)?;
     if discovery.backend_name != label {
         // Metrics and spans name the backend; its name was known only now.
         driver = LimitedDriver::new(&discovery.backend_name, built.driver, limit);
@@ -120,6 +135,50 @@ pub(crate) async fn prepare(
     })
 }
 
+/// A local config's pools against the operator's roots (for the API), storch's own files and
+/// every other local backend's pools, before the driver creates anything.
+fn check_local_pools(
+    shared: &Shared,
+    doc: &serde_json::Value,
+    common: &crate::drivers::CommonConfig,
+    origin: Origin,
+) -> Result<(), CoreError> {
+    use crate::drivers::local::{LocalConfig, roots};
+    let cfg = LocalConfig::parse(doc, common).map_err(driver_error)?;
+    let mut taken = Vec::new();
+    shared.projection.read(|s| {
+        for (name, rec) in &s.backends {
+            if rec.driver != crate::drivers::local::DRIVER_NAME || *name == cfg.backend_name {
+                continue;
+            }
+            let Ok(other) = serde_json::from_str::<serde_json::Value>(&rec.config) else {
+                continue;
+            };
+            let Ok(common) = crate::drivers::CommonConfig::parse(&other) else {
+                continue;
+            };
+            if let Ok(other) = LocalConfig::parse(&other, &common) {
+                for pool in other.pools {
+                    taken.push((name.to_string(), pool.name, pool.path));
+                }
+            }
+        }
+    });
+    let opts = &shared.opts;
+    let mut reserved = vec![opts.data_dir.join("log")];
+    reserved.push(
+        opts.secrets_key
+            .clone()
+            .unwrap_or_else(|| opts.data_dir.join(crate::secrets::KEY_FILE)),
+    );
+    let rules = roots::PoolRules {
+        roots: (origin == Origin::Api).then(|| opts.allowed_local_roots()),
+        reserved,
+        taken,
+    };
+    roots::check(&cfg, &rules).map_err(driver_error)
+}
+
 /// Records a new backend and starts its actor; the caller holds `admin` and has checked the
 /// name is new.
 pub(crate) async fn add(
@@ -128,6 +187,13 @@ pub(crate) async fn add(
     prepared: PreparedBackend,
 ) -> Result<String, CoreError> {
     let name = prepared.name.clone();
+    let held = shared.projection.read(|s| s.backends.len());
+    if held >= crate::drivers::MAX_BACKENDS {
+        return Err(CoreError::Invalid(format!(
+            "storch holds {held} backends, the most it takes ({}); delete one first",
+            crate::drivers::MAX_BACKENDS
+        )));
+    }
     let mut events = vec![
         Event::backend(
             &name,

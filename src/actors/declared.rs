@@ -155,18 +155,21 @@ impl Core {
                 declared_now.insert(n.clone());
                 continue;
             }
-            let prepared = match super::backend::prepare(&self.shared, doc).await {
-                Ok(p) => p,
-                Err(e) => {
-                    report
-                        .errors
-                        .push(format!("{}: {e}", entry(name.as_deref().unwrap_or("?"))));
-                    if let Some(n) = name {
-                        declared_now.insert(n);
+            let prepared =
+                match super::backend::prepare(&self.shared, doc, super::backend::Origin::Operator)
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        report
+                            .errors
+                            .push(format!("{}: {e}", entry(name.as_deref().unwrap_or("?"))));
+                        if let Some(n) = name {
+                            declared_now.insert(n);
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            };
+                };
             let n = prepared.name.clone();
             let existed = self.shared.projection.read(|s| s.backends.contains_key(&n));
             match self.add_locked(ctx, prepared).await {

@@ -24,6 +24,21 @@ pub struct CoreOptions {
     /// back to the last good record (`serve --truncate-corrupt-tail`); otherwise such a log
     /// stops the start.
     pub truncate_corrupt_tail: bool,
+    /// The directories below which a local backend added or updated over the API may put its
+    /// pools (`serve --local-root`); empty: the data dir. The `serve --config` file is not
+    /// bound to them.
+    pub local_roots: Vec<std::path::PathBuf>,
+}
+
+impl CoreOptions {
+    /// `local_roots`, or the data dir when none is given.
+    pub fn allowed_local_roots(&self) -> Vec<std::path::PathBuf> {
+        if self.local_roots.is_empty() {
+            vec![self.data_dir.clone()]
+        } else {
+            self.local_roots.clone()
+        }
+    }
 }
 
 impl Default for CoreOptions {
@@ -37,6 +52,7 @@ impl Default for CoreOptions {
             secrets_key: None,
             reconcile_interval: std::time::Duration::from_secs(600),
             truncate_corrupt_tail: false,
+            local_roots: Vec::new(),
         }
     }
 }

@@ -70,6 +70,10 @@ pub struct BackendListResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VolumeListResponse {
     pub volumes: Vec<String>,
+    /// Only when the list was cut at `limit`: the token that asks for the next page
+    /// (`?continue=…`); absent on the last page.
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `GET /storageclass`.
@@ -156,7 +160,11 @@ pub struct VolumeExternal {
     #[schema(value_type = VolumeConfigDoc)]
     pub config: VolumeConfig,
     pub backend: String,
+    /// Empty for a clone, as in Trident.
     pub pool: String,
+    /// storch: the pool the volume lives on, a clone's too.
+    #[serde(rename = "placedPool")]
+    pub placed_pool: String,
     pub orphaned: bool,
     /// storch: `creating`, `online`, `deleting` or `missing` (its array no longer holds it).
     #[schema(value_type = String)]
@@ -244,6 +252,10 @@ pub struct SnapshotResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SnapshotListResponse {
     pub snapshots: Vec<SnapshotExternal>,
+    /// Only when the list was cut at `limit`: the token that asks for the next page
+    /// (`?continue=…`); absent on the last page.
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// Why one pool would or would not take a volume of the class.
@@ -275,6 +287,10 @@ pub struct ExplanationExternal {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExplanationResponse {
     pub explanation: ExplanationExternal,
+    /// Only when the list was cut at `limit`: the token that asks for the next page
+    /// (`?continue=…`); absent on the last page.
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// A committed event, as listed by `GET /events` (and one per line when following).
@@ -306,6 +322,10 @@ pub struct EventExternal {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EventListResponse {
     pub events: Vec<EventExternal>,
+    /// Only when the list was cut at `limit`: the token that asks for the next page
+    /// (`?continue=…`); absent on the last page.
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `GET /livez`, and `GET /readyz` when ready: `{"status":"ok"}`.
@@ -425,6 +445,7 @@ impl From<VolumeView> for VolumeExternal {
             config: v.config,
             backend: v.backend,
             pool: v.pool,
+            placed_pool: v.placed_pool,
             orphaned: v.orphaned,
             state: v.state.as_str(),
             last_error: v.last_error,
@@ -581,6 +602,7 @@ mod tests {
             },
             backend: "nas1".into(),
             pool: "p1".into(),
+            placed_pool: "p1".into(),
             orphaned: false,
             state: VolumeState::Online,
             last_error: None,
@@ -617,6 +639,7 @@ mod tests {
             config: VolumeConfig::default(),
             backend: "b".into(),
             pool: String::new(),
+            placed_pool: "p".into(),
             orphaned: true,
             state: VolumeState::Deleting,
             last_error: Some("array busy".into()),
@@ -680,10 +703,19 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_value(VolumeListResponse {
-                volumes: vec!["a".into()]
+                volumes: vec!["a".into()],
+                next: None,
             })
             .unwrap(),
             json!({"volumes": ["a"]})
+        );
+        assert_eq!(
+            serde_json::to_value(VolumeListResponse {
+                volumes: vec!["a".into()],
+                next: Some("a".into()),
+            })
+            .unwrap(),
+            json!({"volumes": ["a"], "continue": "a"})
         );
         assert_eq!(
             serde_json::to_value(StorageClassListResponse {
@@ -739,6 +771,7 @@ mod tests {
         };
         let out = serde_json::to_value(ExplanationResponse {
             explanation: e.into(),
+            next: None,
         })
         .unwrap();
         assert_eq!(

@@ -320,6 +320,59 @@ pub struct ExplainQuery {
     pub topology: Option<crate::model::TopologyRequirement>,
 }
 
+/// The largest `limit` of a paged list (`GET /volume`, `/snapshot`, `…/explain`).
+pub const MAX_PAGE_LIMIT: usize = 10_000;
+
+/// `limit=N&continue=TOKEN` of a paged list: at most `limit` items, those after `after` (the
+/// token a previous page's `continue` gave: the last item it held). Both optional; without
+/// `limit` the answer is every item after the token, as Trident's lists are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageQuery {
+    pub limit: Option<usize>,
+    pub after: Option<String>,
+}
+
+/// The query of `GET /storageclass/{sc}/explain`, paged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagedExplainQuery {
+    pub explain: ExplainQuery,
+    pub page: PageQuery,
+}
+
+/// Parses a list route's query: `limit` and `continue` only.
+pub fn parse_page_query(pairs: &[(String, String)]) -> Result<PageQuery, InputError> {
+    let params = query_params(pairs, &["limit", "continue"])?;
+    page_of(&params)
+}
+
+fn page_of(
+    params: &std::collections::BTreeMap<&'static str, &str>,
+) -> Result<PageQuery, InputError> {
+    let limit = match params.get("limit").copied() {
+        None | Some("") => None,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE_LIMIT).contains(&n) => Some(n),
+            _ => {
+                return Err(query_error(
+                    "limit",
+                    format!("{} is not a number from 1 to {MAX_PAGE_LIMIT}", quote(s)),
+                ));
+            }
+        },
+    };
+    let after = match params.get("continue").copied() {
+        None | Some("") => None,
+        Some(token) if token.len() > 2 * crate::model::MAX_NAME_LEN + 1 => {
+            return Err(query_error(
+                "continue",
+                "is longer than any token storch gives (the last item of a page)",
+            ));
+        }
+        Some(token) => Some(token.to_string()),
+    };
+    Ok(PageQuery { limit, after })
+}
+
 /// The query of `GET /events`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventsQuery {
@@ -371,8 +424,12 @@ pub fn parse_readyz_query(pairs: &[(String, String)]) -> Result<bool, InputError
 
 /// Parses `protocol=file|block|any`, `size=SIZE` and `topology=KEY=VALUE[,KEY=VALUE…]` (all
 /// optional).
-pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<ExplainQuery, InputError> {
-    let params = query_params(pairs, &["protocol", "size", "topology"])?;
+pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<PagedExplainQuery, InputError> {
+    let params = query_params(
+        pairs,
+        &["protocol", "size", "topology", "limit", "continue"],
+    )?;
+    let page = page_of(&params)?;
     let protocol = match params.get("protocol").copied() {
         None | Some("") | Some("any") => Protocol::Any,
         Some("file") => Protocol::File,
@@ -396,10 +453,13 @@ pub fn parse_explain_query(pairs: &[(String, String)]) -> Result<ExplainQuery, I
         None | Some("") => None,
         Some(text) => Some(parse_segment(text).map_err(|e| query_error("topology", e))?),
     };
-    Ok(ExplainQuery {
-        protocol,
-        size_bytes,
-        topology,
+    Ok(PagedExplainQuery {
+        explain: ExplainQuery {
+            protocol,
+            size_bytes,
+            topology,
+        },
+        page,
     })
 }
 
@@ -423,7 +483,7 @@ fn parse_segment(text: &str) -> Result<crate::model::TopologyRequirement, String
 /// A list is capped at [`DEFAULT_EVENTS_LIMIT`] events unless `limit` says otherwise; a
 /// follow stream is endless unless `limit` is given.
 pub fn parse_events_query(pairs: &[(String, String)]) -> Result<EventsQuery, InputError> {
-    let params = query_params(pairs, &["object", "since", "limit", "follow"])?;
+    let params = query_params(pairs, &["object", "since", "continue", "limit", "follow"])?;
     let object = match params.get("object").copied() {
         None | Some("") => None,
         Some(object) => {
@@ -450,11 +510,22 @@ pub fn parse_events_query(pairs: &[(String, String)]) -> Result<EventsQuery, Inp
             Some(object.to_string())
         }
     };
-    let since = match params.get("since").copied() {
+    // `continue` is the token a cut list gave: the sequence to go on from.
+    let (name, given) = match (params.get("since"), params.get("continue")) {
+        (Some(_), Some(_)) => {
+            return Err(query_error(
+                "continue",
+                "goes without since (it is the since of the next page)",
+            ));
+        }
+        (None, Some(c)) => ("continue", Some(*c)),
+        (s, None) => ("since", s.copied()),
+    };
+    let since = match given {
         None | Some("") => 0,
         Some(s) => s.parse::<u64>().map_err(|_| {
             query_error(
-                "since",
+                name,
                 format!("{} is not a sequence number (0 or more)", quote(s)),
             )
         })?,

@@ -126,6 +126,11 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
     let _ = writeln!(out, " {value}");
 }
 
+/// The most pools shown one by one in each pool gauge; the pools after them (by backend and
+/// pool name) are summed into one series without labels, so a scrape stays small whatever
+/// the number of pools. Backends are bounded where they are added.
+pub const MAX_POOL_SERIES: usize = 1000;
+
 /// Backend states always shown (0 when none), so dashboards have every series.
 const BACKEND_STATES: [&str; 4] = ["initializing", "online", "offline", "failed"];
 /// Volume states always shown.
@@ -212,37 +217,48 @@ fn render_gauges(core: &Core, out: &mut String) {
         );
     }
 
-    header(
-        out,
-        "storch_pool_capacity_bytes",
-        "A pool's size, as its backend reported it.",
-    );
-    for p in &stats.pools {
-        if let Some(total) = p.total_bytes {
-            let labels = [("backend", p.backend.as_str()), ("pool", p.pool.as_str())];
-            sample(out, "storch_pool_capacity_bytes", &labels, total);
+    let mut pools: Vec<_> = stats.pools.iter().collect();
+    pools.sort_by(|a, b| (&a.backend, &a.pool).cmp(&(&b.backend, &b.pool)));
+    let folded = pools.len().saturating_sub(MAX_POOL_SERIES);
+    let (shown, rest) = pools.split_at(pools.len() - folded);
+    type Field = fn(&crate::actors::PoolStats) -> Option<u64>;
+    let gauges: [(&str, &str, Field); 3] = [
+        (
+            "storch_pool_capacity_bytes",
+            "A pool's size, as its backend reported it.",
+            |p| p.total_bytes,
+        ),
+        (
+            "storch_pool_free_bytes",
+            "A pool's free space, as last discovered and adjusted by creates and deletes.",
+            |p| p.free_bytes,
+        ),
+        (
+            "storch_pool_used_bytes",
+            "Bytes of the volumes storch placed in a pool.",
+            |p| Some(p.used_bytes),
+        ),
+    ];
+    for (name, help, field) in gauges {
+        header(out, name, help);
+        for p in shown {
+            if let Some(v) = field(p) {
+                let labels = [("backend", p.backend.as_str()), ("pool", p.pool.as_str())];
+                sample(out, name, &labels, v);
+            }
+        }
+        if !rest.is_empty() {
+            // The pools past the bound, summed in one series without labels.
+            let sum = rest.iter().filter_map(|p| field(p)).sum();
+            sample(out, name, &[], sum);
         }
     }
     header(
         out,
-        "storch_pool_free_bytes",
-        "A pool's free space, as last discovered and adjusted by creates and deletes.",
+        "storch_pool_series_folded",
+        "Pools past the per-pool series bound, summed in the pool gauges' unlabelled series.",
     );
-    for p in &stats.pools {
-        if let Some(free) = p.free_bytes {
-            let labels = [("backend", p.backend.as_str()), ("pool", p.pool.as_str())];
-            sample(out, "storch_pool_free_bytes", &labels, free);
-        }
-    }
-    header(
-        out,
-        "storch_pool_used_bytes",
-        "Bytes of the volumes storch placed in a pool.",
-    );
-    for p in &stats.pools {
-        let labels = [("backend", p.backend.as_str()), ("pool", p.pool.as_str())];
-        sample(out, "storch_pool_used_bytes", &labels, p.used_bytes);
-    }
+    sample(out, "storch_pool_series_folded", &[], folded as u64);
 
     header(
         out,

@@ -137,6 +137,16 @@ pub struct ServeArgs {
     /// `storch events verify` first to see what that is.
     #[arg(long, env = "STORCH_TRUNCATE_CORRUPT_TAIL")]
     pub truncate_corrupt_tail: bool,
+    /// A directory below which local backends added or updated over the API may put their
+    /// pools (repeatable; comma separated in the variable) [default: the data dir]. Backends
+    /// in the --config file are not bound to it.
+    #[arg(
+        long = "local-root",
+        env = "STORCH_LOCAL_ROOTS",
+        value_name = "DIR",
+        value_delimiter = ','
+    )]
+    pub local_roots: Vec<PathBuf>,
 
     #[command(flatten)]
     pub kube: KubeArgs,

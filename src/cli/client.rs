@@ -232,6 +232,12 @@ impl RestClient {
                 "the server's certificate is a CA certificate, which TLS clients refuse as a \
                  server's: issue it with basicConstraints CA:FALSE",
             )
+        } else if detail.contains("NotValidForName") || detail.contains("not valid for name") {
+            Some(
+                "the server's certificate does not name this server in its subjectAltName \
+                 (clients never use the CN): reissue it with e.g. `-addext \
+                 subjectAltName=DNS:localhost,IP:127.0.0.1`, or use a --server name it holds",
+            )
         } else if detail.contains("invalid peer certificate") && !self.custom_ca {
             Some("if the server's certificate is from a private CA, pass it with --ca-cert")
         } else if self.base.scheme() == "http"

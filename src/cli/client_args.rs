@@ -233,9 +233,10 @@ pub enum DeleteKind {
     /// Delete storage classes.
     #[command(name = "storageclass", visible_aliases = ["sc", "storageclasses"])]
     StorageClass(DeleteNames),
-    /// Delete volumes.
+    /// Delete volumes. A volume with snapshots is refused unless --with-snapshots is given
+    /// (its snapshots go with it).
     #[command(visible_aliases = ["v", "volumes"])]
-    Volume(DeleteNames),
+    Volume(DeleteVolumeArgs),
     /// Delete snapshots.
     #[command(visible_aliases = ["snap", "snapshots"])]
     Snapshot {
@@ -251,6 +252,16 @@ pub struct DeleteNames {
     /// Delete every object of this kind.
     #[arg(long)]
     pub all: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DeleteVolumeArgs {
+    #[command(flatten)]
+    pub names: DeleteNames,
+    /// Also delete the volumes' snapshots (a volume's snapshots go with it; without this, a
+    /// volume that has any is refused, and nothing is deleted).
+    #[arg(long)]
+    pub with_snapshots: bool,
 }
 
 /// `resize KIND NAME SIZE`

@@ -242,9 +242,15 @@ fn volume_table(items: &[Value], wide: bool) -> Table {
         let size = human_size(&text(v, &["Config", "size"]));
         let class = text(v, &["Config", "storageClass"]);
         let protocol = text(v, &["Config", "protocol"]);
+        // A clone's `pool` is empty (as in Trident); `placedPool` is where it lives.
+        let placed = text(v, &["placedPool"]);
         let (backend, pool, state) = (
             text(v, &["backend"]),
-            text(v, &["pool"]),
+            if placed.is_empty() {
+                text(v, &["pool"])
+            } else {
+                placed
+            },
             text(v, &["state"]),
         );
         if wide {

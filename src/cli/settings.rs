@@ -44,6 +44,8 @@ pub struct ServeSettings {
     /// `--truncate-corrupt-tail`: start on a log that lacks acknowledged records or holds a
     /// corrupt one, cutting it back.
     pub truncate_corrupt_tail: bool,
+    /// `--local-root`s (empty: the data dir).
+    pub local_roots: Vec<PathBuf>,
 }
 
 /// Why the arguments were refused.
@@ -180,6 +182,7 @@ impl ServeArgs {
             csi,
             reconcile_interval: self.reconcile_interval,
             truncate_corrupt_tail: self.truncate_corrupt_tail,
+            local_roots: self.local_roots,
         })
     }
 }
@@ -303,6 +306,7 @@ impl ServeSettings {
                 .reconcile_interval
                 .unwrap_or(CoreOptions::default().reconcile_interval),
             truncate_corrupt_tail: self.truncate_corrupt_tail,
+            local_roots: self.local_roots.clone(),
             ..CoreOptions::default()
         }
     }
@@ -329,6 +333,7 @@ mod tests {
             secrets_key_file: None,
             reconcile_interval: None,
             truncate_corrupt_tail: false,
+            local_roots: Vec::new(),
         }
     }
 

@@ -40,6 +40,40 @@ pub use config::CommonConfig;
 pub use limit::LimitedDriver;
 pub use registry::{BuiltDriver, attachment, build_driver};
 
+/// The most pools one backend may have, configured or discovered (a large ONTAP cluster has a
+/// few hundred aggregates): every pool is shown in the backend's answer, placement, explain
+/// and the metrics.
+pub const MAX_POOLS_PER_BACKEND: usize = 1024;
+
+/// The most backends storch holds (offline ones with volumes included): each has its own
+/// actor, driver and metric series.
+pub const MAX_BACKENDS: usize = 512;
+
+/// Refuses a config listing more than [`MAX_POOLS_PER_BACKEND`] pools under `pools` (before the
+/// driver is built, so nothing is made for them), or a discovery that found more.
+pub fn check_pool_count(doc: &serde_json::Value, discovered: Option<usize>) -> DriverResult<()> {
+    let configured = doc.as_object().and_then(|o| {
+        o.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("pools"))
+            .and_then(|(_, v)| match v {
+                serde_json::Value::Object(m) => Some(m.len()),
+                serde_json::Value::Array(a) => Some(a.len()),
+                _ => None,
+            })
+    });
+    match (configured, discovered) {
+        (Some(n), _) if n > MAX_POOLS_PER_BACKEND => Err(DriverError::Invalid(format!(
+            "invalid value for pools: {n} pools, more than the {MAX_POOLS_PER_BACKEND} a backend \
+             may have"
+        ))),
+        (_, Some(n)) if n > MAX_POOLS_PER_BACKEND => Err(DriverError::Invalid(format!(
+            "the array has {n} pools, more than the {MAX_POOLS_PER_BACKEND} a backend may have; \
+             narrow the backend to fewer (e.g. its aggregate or pool list)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A driver error, classified by what the caller can do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DriverError {

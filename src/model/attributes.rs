@@ -124,6 +124,10 @@ pub fn registered_attributes() -> impl Iterator<Item = (&'static str, AttrType)>
 /// The longest piece of client input echoed back in an error message.
 const MAX_ECHO: usize = 64;
 
+/// The most values one string offer may list (`{"offer":["a","b",…]}`): an attribute has a
+/// handful of values, and a pool's offers are copied into every answer that shows it.
+pub const MAX_OFFERED_VALUES: usize = 64;
+
 /// Client input as it may appear in an error message: cut to [`MAX_ECHO`] bytes (on a char
 /// boundary) with a trailing `…`, so a huge value cannot blow up an error body or a log line.
 pub(crate) fn clip(s: &str) -> Cow<'_, str> {
@@ -238,6 +242,10 @@ impl Offer {
         match keys.as_slice() {
             ["offer"] => match &obj["offer"] {
                 Value::Bool(b) => Ok(Offer::Bool(*b)),
+                Value::Array(items) if items.len() > MAX_OFFERED_VALUES => Err(format!(
+                    "{} offered values, more than the {MAX_OFFERED_VALUES} an offer may list",
+                    items.len()
+                )),
                 Value::Array(items) => items
                     .iter()
                     .map(|item| {

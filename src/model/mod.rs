@@ -7,6 +7,7 @@
 
 pub mod attributes;
 pub mod handle;
+pub mod page;
 pub mod publication;
 pub mod request;
 pub mod size;

@@ -85,7 +85,10 @@ pub struct VolumeView {
     /// Secrets in `accessInformation` are redacted.
     pub config: VolumeConfig,
     pub backend: String,
+    /// Empty for a clone, as Trident shows it; `placed_pool` is where it is.
     pub pool: String,
+    /// The pool the volume lives on (a clone's too).
+    pub placed_pool: String,
     pub orphaned: bool,
     pub state: VolumeState,
     /// The last delete failure, while deleting.
@@ -207,6 +210,7 @@ impl State {
             config,
             backend: rec.backend().to_string(),
             pool,
+            placed_pool: rec.pool().to_string(),
             orphaned: rec.orphaned,
             state: rec.state,
             last_error: rec.last_error().map(str::to_string),

@@ -320,3 +320,90 @@ async fn sigkill_with_the_local_driver_leaves_disk_and_log_in_agreement() {
         storch::log::EventLog::open(&data.join("log"), storch::log::Durability::Flush).unwrap();
     assert_eq!(log.verify().first_bad, None);
 }
+
+/// Issue 18 item 5: over REST a local pool must lie below a `--local-root`, away from other
+/// backends' pools, and in an empty directory or one storch initialised; a refused config
+/// creates nothing and records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_pools_stay_below_the_operators_roots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let root = tmp.path().join("root");
+    let server = Server::start_with(&data, &["--local-root", root.to_str().unwrap()], &[]);
+    let c = storch::net::client();
+    server.wait_ready(&c).await;
+    let url = server.url.clone();
+    use reqwest::Method as M;
+    let backend = |name: &str, path: &Path| {
+        json!({"version": 1, "storageDriverName": "local", "backendName": name,
+               "pools": {"p": {"path": path, "media": "ssd"}}})
+    };
+    let add =
+        async |doc: Value| req(&c, M::POST, format!("{url}/trident/v1/backend"), Some(doc)).await;
+
+    // Outside every root (here the data dir is not one: --local-root replaces it).
+    for path in [
+        tmp.path().join("outside/p"),
+        data.join("p"),
+        root.join("../escape"),
+    ] {
+        let (status, body) = add(backend("b", &path)).await;
+        assert_eq!(status, 400, "{path:?}: {body}");
+        let e = body["error"].as_str().unwrap();
+        assert!(
+            e.contains("invalid value for pools.p.path") && e.contains("--local-root"),
+            "{e}"
+        );
+        assert!(!path.join("volumes").exists(), "nothing made in {path:?}");
+    }
+    assert!(!tmp.path().join("outside").exists());
+
+    // A directory that holds someone else's files.
+    let foreign = root.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let (status, body) = add(backend("b", &foreign)).await;
+    assert_eq!(status, 400, "{body}");
+    let e = body["error"].as_str().unwrap();
+    assert!(e.contains("is not empty") && e.contains("notes.txt"), "{e}");
+    let mut left: Vec<_> = std::fs::read_dir(&foreign)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt"], "nothing added to it");
+
+    // Below the root: accepted; the same directory (or one inside it) for another backend is not.
+    let (status, body) = add(backend("b", &root.join("pools/p"))).await;
+    assert_eq!(status, 201, "{body}");
+    for (name, path) in [
+        ("c", root.join("pools/p")),
+        ("c", root.join("pools/p/inner")),
+        ("c", root.join("pools")),
+    ] {
+        let (status, body) = add(backend(name, &path)).await;
+        assert_eq!(status, 400, "{path:?}: {body}");
+        let e = body["error"].as_str().unwrap();
+        assert!(e.contains("overlaps pool p of backend b"), "{e}");
+    }
+    let (_, list) = req(&c, M::GET, format!("{url}/trident/v1/backend"), None).await;
+    assert_eq!(list["backends"], json!(["b"]));
+    // Updating b itself may keep its own directory.
+    let mut update = backend("b", &root.join("pools/p"));
+    update["storagePrefix"] = json!("x-");
+    let (status, body) = add(update).await;
+    assert_eq!(status, 201, "{body}");
+    let (_, events) = req(
+        &c,
+        M::GET,
+        format!("{url}/trident/v1/events?object=backend/c"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        events["events"],
+        json!([]),
+        "nothing recorded for the refused backend"
+    );
+}

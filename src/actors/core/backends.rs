@@ -26,7 +26,7 @@ impl Core {
             {
                 return Ok(name.to_string());
             }
-            let prepared = backend::prepare(&self.shared, doc).await?;
+            let prepared = backend::prepare(&self.shared, doc, backend::Origin::Api).await?;
             let _admin = self.shared.admin.lock().await;
             self.add_locked(ctx, prepared).await
         }
@@ -62,7 +62,7 @@ impl Core {
             if self.backend_unchanged(name, &doc) {
                 return Ok(name.to_string());
             }
-            let prepared = backend::prepare(&self.shared, doc).await?;
+            let prepared = backend::prepare(&self.shared, doc, backend::Origin::Api).await?;
             let _admin = self.shared.admin.lock().await;
             self.update_locked(ctx, name, prepared).await
         }

@@ -108,6 +108,21 @@ impl Core {
         }
     }
 
+    /// One page of the volume names, sorted: at most `limit` names after `after`, and
+    /// whether more follow. Names created or deleted between pages never shift a page.
+    pub fn list_volumes_page(
+        &self,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<(Vec<String>, bool), CoreError> {
+        self.shared.ensure_readable()?;
+        Ok(self.shared.projection.read(|s| {
+            let names = s.volumes.keys().filter(|n| after.is_none_or(|a| *n > a));
+            let (page, more) = crate::model::page::smallest(names, limit);
+            (page.into_iter().map(String::from).collect(), more)
+        }))
+    }
+
     pub fn list_volumes(&self) -> Result<Vec<String>, CoreError> {
         self.shared.ensure_readable()?;
         let mut names: Vec<String> = self

@@ -30,6 +30,7 @@ pub(crate) const CONTENT_TYPE_NDJSON: &str = "application/x-ndjson";
     params(
         ("object" = Option<String>, Query, description = "Only this object's events: `volume/NAME`, `backend/NAME` or `storageclass/NAME`"),
         ("since" = Option<u64>, Query, description = "Only events with this sequence number or later"),
+        ("continue" = Option<String>, Query, description = "The `continue` of a list that `limit` cut (the sequence to go on from); not with `since`"),
         ("limit" = Option<usize>, Query, description = "At most this many events (1 to 100000; a list defaults to 10000, a follow stream to no limit)"),
         ("follow" = Option<bool>, Query, description = "Stream events as NDJSON as they commit"),
     ),
@@ -61,13 +62,24 @@ pub(crate) async fn list(
             call.ctx().clone(),
         ));
     }
-    let records = call.core(state.core.events(q.filter).await)?;
+    // One more than asked says whether the list was cut; the next page starts at its seq.
+    let mut filter = q.filter;
+    let limit = filter.limit;
+    filter.limit = limit.map(|l| l + 1);
+    let mut records = call.core(state.core.events(filter).await)?;
+    let next = match limit {
+        Some(l) if records.len() > l => {
+            records.truncate(l);
+            records.last().map(|r| (r.seq + 1).to_string())
+        }
+        _ => None,
+    };
     let events = records
         .into_iter()
         .map(EventExternal::from_record)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| call.fail(ErrorKind::Encode(e.to_string())))?;
-    call.reply(StatusCode::OK, &EventListResponse { events })
+    call.reply(StatusCode::OK, &EventListResponse { events, next })
 }
 
 struct Follow {

@@ -214,6 +214,27 @@ fn strip_trailing_slash(uri: &Uri) -> Option<HeaderValue> {
     HeaderValue::from_str(&location).ok()
 }
 
+/// One page of a list sorted by `key`: the items after `page.after`, at most `page.limit` of
+/// them, and the `continue` token (the last item's key) when more follow.
+pub(crate) fn page_sorted<T>(
+    items: Vec<T>,
+    key: impl Fn(&T) -> String,
+    page: &crate::api::input::PageQuery,
+) -> (Vec<T>, Option<String>) {
+    let mut rest: Vec<T> = match &page.after {
+        Some(after) => items.into_iter().filter(|i| key(i) > *after).collect(),
+        None => items,
+    };
+    match page.limit {
+        Some(limit) if rest.len() > limit => {
+            rest.truncate(limit);
+            let next = rest.last().map(&key);
+            (rest, next)
+        }
+        _ => (rest, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,8 @@
 //! `/trident/v1/snapshot`.
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
@@ -88,9 +88,14 @@ pub(crate) async fn get(
     get,
     path = "/trident/v1/volume/{volume}/snapshot",
     tag = "storch",
-    params(("volume" = String, Path, description = "Volume name")),
+    params(
+        ("volume" = String, Path, description = "Volume name"),
+        ("limit" = Option<usize>, Query, description = "At most this many snapshots (1 to 10000); the answer then carries `continue` while more follow"),
+        ("continue" = Option<String>, Query, description = "The `continue` of the previous page (a snapshot name): only snapshots after it"),
+    ),
     responses(
-        (status = 200, description = "The volume's snapshots", body = SnapshotListResponse),
+        (status = 200, description = "The volume's snapshots (or one page of them)", body = SnapshotListResponse),
+        (status = 400, description = "A bad `limit` or `continue`", body = ErrorResponse),
         (status = 404, description = "No such volume", body = ErrorResponse),
     ),
 )]
@@ -98,14 +103,19 @@ pub(crate) async fn list_of_volume(
     State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::ListVolumeSnapshots, ctx);
     let volume = call.path_name(NAMES.0, path)?;
+    let pairs = call.query(query)?;
+    let page = call.input(input::parse_page_query(&pairs))?;
     let snapshots = call.core(core.list_snapshots(Some(&volume)))?;
+    let (snapshots, next) = super::page_sorted(snapshots, |s| s.name.clone(), &page);
     call.reply(
         StatusCode::OK,
         &SnapshotListResponse {
             snapshots: snapshots.into_iter().map(Into::into).collect(),
+            next,
         },
     )
 }
@@ -115,15 +125,31 @@ pub(crate) async fn list_of_volume(
     get,
     path = "/trident/v1/snapshot",
     tag = "storch",
-    responses((status = 200, description = "Every snapshot", body = SnapshotListResponse)),
+    params(
+        ("limit" = Option<usize>, Query, description = "At most this many snapshots (1 to 10000); the answer then carries `continue` while more follow"),
+        ("continue" = Option<String>, Query, description = "The `continue` of the previous page (`VOLUME/SNAPSHOT`): only snapshots after it"),
+    ),
+    responses(
+        (status = 200, description = "Every snapshot (or one page of them)", body = SnapshotListResponse),
+        (status = 400, description = "A bad `limit` or `continue`", body = ErrorResponse),
+    ),
 )]
-pub(crate) async fn list_all(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
+pub(crate) async fn list_all(
+    State(core): State<Core>,
+    ctx: ReqCtx,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let call = Call::new(Op::ListSnapshots, ctx);
+    let pairs = call.query(query)?;
+    let page = call.input(input::parse_page_query(&pairs))?;
     let snapshots = call.core(core.list_snapshots(None))?;
+    let (snapshots, next) =
+        super::page_sorted(snapshots, |s| format!("{}/{}", s.volume, s.name), &page);
     call.reply(
         StatusCode::OK,
         &SnapshotListResponse {
             snapshots: snapshots.into_iter().map(Into::into).collect(),
+            next,
         },
     )
 }

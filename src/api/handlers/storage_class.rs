@@ -126,6 +126,8 @@ pub(crate) async fn delete(
         ("protocol" = Option<String>, Query, description = "`file`, `block` or `any` (the default)"),
         ("size" = Option<String>, Query, description = "A volume size, e.g. `10Gi`: pools with less free space are not candidates"),
         ("topology" = Option<String>, Query, description = "A topology segment the volume must be reachable from, `KEY=VALUE[,KEY=VALUE…]` (e.g. `topology.kubernetes.io/zone=z1`): pools outside it are not candidates"),
+        ("limit" = Option<usize>, Query, description = "At most this many pools (1 to 10000), sorted by backend and pool; the answer then carries `continue` while more follow"),
+        ("continue" = Option<String>, Query, description = "The `continue` of the previous page (`BACKEND/POOL`): only pools after it"),
     ),
     responses(
         (status = 200, description = "Every pool with its verdict", body = ExplanationResponse),
@@ -143,12 +145,18 @@ pub(crate) async fn explain(
     let name = call.path_name("storage class name", path)?;
     let pairs = call.query(query)?;
     let q = call.input(input::parse_explain_query(&pairs))?;
-    let explanation =
-        call.core(core.explain_in(&name, q.protocol, q.size_bytes, q.topology.as_ref()))?;
+    let e = &q.explain;
+    let mut explanation =
+        call.core(core.explain_in(&name, e.protocol, e.size_bytes, e.topology.as_ref()))?;
+    let mut pools = std::mem::take(&mut explanation.pools);
+    pools.sort_by(|a, b| (&a.backend, &a.pool).cmp(&(&b.backend, &b.pool)));
+    let (pools, next) = super::page_sorted(pools, |p| format!("{}/{}", p.backend, p.pool), &q.page);
+    explanation.pools = pools;
     call.reply(
         StatusCode::OK,
         &ExplanationResponse {
             explanation: explanation.into(),
+            next,
         },
     )
 }

@@ -1,8 +1,8 @@
 //! `/trident/v1/volume` handlers.
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
@@ -83,17 +83,32 @@ pub(crate) async fn get(
     )
 }
 
-/// `GET /trident/v1/volume`: `{"volumes":[…]}`.
+/// `GET /trident/v1/volume[?limit=N&continue=TOKEN]`: `{"volumes":[…]}`, plus `"continue"`
+/// when a `limit` cut the list (the token is the page's last name).
 #[utoipa::path(
     get,
     path = "/trident/v1/volume",
     tag = "trident",
-    responses((status = 200, description = "Names of every volume, sorted", body = VolumeListResponse)),
+    params(
+        ("limit" = Option<usize>, Query, description = "At most this many names (1 to 10000); the answer then carries `continue` while more follow"),
+        ("continue" = Option<String>, Query, description = "The `continue` of the previous page: only names after it"),
+    ),
+    responses(
+        (status = 200, description = "Names of every volume (or of one page), sorted", body = VolumeListResponse),
+        (status = 400, description = "A bad `limit` or `continue` (the message names it)", body = ErrorResponse),
+    ),
 )]
-pub(crate) async fn list(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
+pub(crate) async fn list(
+    State(core): State<Core>,
+    ctx: ReqCtx,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let call = Call::new(Op::ListVolumes, ctx);
-    let volumes = call.core(core.list_volumes())?;
-    call.reply(StatusCode::OK, &VolumeListResponse { volumes })
+    let pairs = call.query(query)?;
+    let page = call.input(input::parse_page_query(&pairs))?;
+    let (volumes, more) = call.core(core.list_volumes_page(page.after.as_deref(), page.limit))?;
+    let next = more.then(|| volumes.last().cloned()).flatten();
+    call.reply(StatusCode::OK, &VolumeListResponse { volumes, next })
 }
 
 /// `DELETE /trident/v1/volume/{volume}`: `{}`.

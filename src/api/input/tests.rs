@@ -495,13 +495,16 @@ fn backend_state_bodies_name_the_field() {
 
 #[test]
 fn explain_queries() {
-    let e = parse_explain_query(&q(&[])).unwrap();
+    let e = parse_explain_query(&q(&[])).unwrap().explain;
     assert_eq!((e.protocol, e.size_bytes), (Protocol::Any, None));
-    let e = parse_explain_query(&q(&[("protocol", "block"), ("size", "1Ki")])).unwrap();
+    let e = parse_explain_query(&q(&[("protocol", "block"), ("size", "1Ki")]))
+        .unwrap()
+        .explain;
     assert_eq!((e.protocol, e.size_bytes), (Protocol::Block, Some(1024)));
     assert_eq!(
         parse_explain_query(&q(&[("protocol", "any")]))
             .unwrap()
+            .explain
             .protocol,
         Protocol::Any
     );
@@ -515,10 +518,12 @@ fn explain_queries() {
     );
     assert_eq!(
         msg(parse_explain_query(&q(&[("x", "1")]))),
-        "invalid query parameter \"x\": unknown parameter; accepted: protocol, size, topology"
+        "invalid query parameter \"x\": unknown parameter; accepted: protocol, size, topology, \
+         limit, continue"
     );
     let t = parse_explain_query(&q(&[("topology", "topology.kubernetes.io/zone=z1,a=b")]))
         .unwrap()
+        .explain
         .topology
         .unwrap();
     assert_eq!(t.requisite[0]["topology.kubernetes.io/zone"], "z1");
@@ -573,4 +578,27 @@ fn events_queries() {
         let m = msg(parse_events_query(&pairs));
         assert!(m.starts_with(start), "{pairs:?}: {m}");
     }
+}
+
+#[test]
+fn page_queries() {
+    assert_eq!(parse_page_query(&q(&[])).unwrap(), PageQuery::default());
+    let p = parse_page_query(&q(&[("limit", "2"), ("continue", "vol-b")])).unwrap();
+    assert_eq!((p.limit, p.after.as_deref()), (Some(2), Some("vol-b")));
+    for bad in ["0", "10001", "x", "-1"] {
+        let m = msg(parse_page_query(&q(&[("limit", bad)])));
+        assert!(m.starts_with("invalid query parameter limit:"), "{m}");
+        assert!(m.contains("from 1 to 10000"), "{m}");
+    }
+    let long = "x".repeat(600);
+    let m = msg(parse_page_query(&q(&[("continue", &long)])));
+    assert!(m.starts_with("invalid query parameter continue:"), "{m}");
+    let m = msg(parse_page_query(&q(&[("size", "1")])));
+    assert!(m.contains("accepted: limit, continue"), "{m}");
+    let p = parse_explain_query(&q(&[("limit", "5"), ("continue", "b/p")])).unwrap();
+    assert_eq!(p.page.limit, Some(5));
+    let e = parse_events_query(&q(&[("continue", "7")])).unwrap();
+    assert_eq!(e.filter.since, 7);
+    let m = msg(parse_events_query(&q(&[("continue", "7"), ("since", "1")])));
+    assert!(m.starts_with("invalid query parameter continue:"), "{m}");
 }

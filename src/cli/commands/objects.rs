@@ -175,7 +175,12 @@ pub async fn delete(ctx: &Ctx, kind: DeleteKind) -> CliResult<()> {
     match kind {
         DeleteKind::Backend(names) => delete_objects(ctx, &BACKEND, names).await,
         DeleteKind::StorageClass(names) => delete_objects(ctx, &STORAGE_CLASS, names).await,
-        DeleteKind::Volume(names) => delete_objects(ctx, &VOLUME, names).await,
+        DeleteKind::Volume(args) => {
+            if !args.with_snapshots {
+                refuse_volumes_with_snapshots(ctx, &args.names).await?;
+            }
+            delete_objects(ctx, &VOLUME, args.names).await
+        }
         DeleteKind::Snapshot { targets } => {
             if targets.is_empty() {
                 return Err(CliError::Usage("snapshot name not specified".into()));
@@ -303,23 +308,99 @@ async fn fetch_some(
 }
 
 async fn list_names(ctx: &Ctx, res: &Resource) -> CliResult<Vec<String>> {
-    let what = || format!("could not get {}", res.plural);
+    let what = format!("could not get {}", res.plural);
     let url = ctx.rest.url(&[res.path]);
-    let mut doc = ctx
-        .rest
-        .get(url.clone())
-        .await
-        .map_err(|e| CliError::rest(what(), e))?;
-    let list = take(&mut doc, res.list_key, &url).map_err(|e| CliError::rest(what(), e))?;
-    serde_json::from_value(list).map_err(|e| {
-        CliError::rest(
-            what(),
-            RestError::BadResponse {
-                url: url.to_string(),
-                detail: format!("{} is not a list of names ({e})", res.list_key),
-            },
-        )
-    })
+    let names = list_pages(ctx, url.clone(), res.list_key, &what).await?;
+    names
+        .into_iter()
+        .map(|n| match n {
+            Value::String(s) => Ok(s),
+            other => Err(CliError::rest(
+                &what,
+                RestError::BadResponse {
+                    url: url.to_string(),
+                    detail: format!("{} is not a list of names (found {other})", res.list_key),
+                },
+            )),
+        })
+        .collect()
+}
+
+/// How many items the client asks for per page of a list.
+const PAGE_SIZE: usize = 1000;
+
+/// Every item of the list under `key` at `url`, page by page (`limit` and `continue`), so
+/// that no answer is huge; a server that does not page answers everything at once.
+async fn list_pages(ctx: &Ctx, url: Url, key: &str, what: &str) -> CliResult<Vec<Value>> {
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut page_url = url.clone();
+        {
+            let mut q = page_url.query_pairs_mut();
+            q.append_pair("limit", &PAGE_SIZE.to_string());
+            if let Some(t) = &token {
+                q.append_pair("continue", t);
+            }
+        }
+        let mut doc = ctx
+            .rest
+            .get(page_url.clone())
+            .await
+            .map_err(|e| CliError::rest(what, e))?;
+        let next = match doc.get("continue") {
+            Some(Value::String(t)) if Some(t) != token.as_ref() => Some(t.clone()),
+            _ => None,
+        };
+        match take(&mut doc, key, &page_url).map_err(|e| CliError::rest(what, e))? {
+            Value::Array(items) => all.extend(items),
+            _ => {
+                return Err(CliError::rest(
+                    what,
+                    RestError::BadResponse {
+                        url: page_url.to_string(),
+                        detail: format!("{key} is not a list"),
+                    },
+                ));
+            }
+        }
+        match next {
+            Some(t) => token = Some(t),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// Without `--with-snapshots`, a named volume that has snapshots stops the command before
+/// anything is deleted: they would go with it silently. (`--all` says what it does.)
+async fn refuse_volumes_with_snapshots(ctx: &Ctx, args: &DeleteNames) -> CliResult<()> {
+    for name in &args.names {
+        let url = ctx.rest.url(&["volume", name, "snapshot"]);
+        let what = format!("could not delete volume {name}");
+        let snapshots = match ctx.rest.get(url.clone()).await {
+            Ok(mut doc) => {
+                take(&mut doc, "snapshots", &url).map_err(|e| CliError::rest(&what, e))?
+            }
+            // A missing volume is reported by the delete itself.
+            Err(e) if e.status() == Some(StatusCode::NOT_FOUND) => continue,
+            Err(e) => return Err(CliError::rest(what, e)),
+        };
+        let names: Vec<String> = snapshots
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        if !names.is_empty() {
+            return Err(CliError::Failed(format!(
+                "volume {name} has {} snapshot(s) ({}), which would be deleted with it; nothing \
+                 was deleted. Delete them first, or add --with-snapshots",
+                names.len(),
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Deletes one by one, stopping at the first failure (as tridentctl does).
@@ -378,21 +459,7 @@ async fn get_snapshots(ctx: &Ctx, targets: Vec<String>) -> CliResult<()> {
 }
 
 async fn list_snapshots(ctx: &Ctx, url: Url, what: &str) -> CliResult<Vec<Value>> {
-    let mut doc = ctx
-        .rest
-        .get(url.clone())
-        .await
-        .map_err(|e| CliError::rest(what, e))?;
-    match take(&mut doc, "snapshots", &url).map_err(|e| CliError::rest(what, e))? {
-        Value::Array(items) => Ok(items),
-        _ => Err(CliError::rest(
-            what,
-            RestError::BadResponse {
-                url: url.to_string(),
-                detail: "snapshots is not a list".into(),
-            },
-        )),
-    }
+    list_pages(ctx, url, "snapshots", what).await
 }
 
 /// The body of `create volume`: the file's document, the name argument, and the clone source

@@ -353,6 +353,7 @@ pub(super) fn open_pool(pc: &config::PoolConfig, earlier: &[Pool]) -> DriverResu
             other.path.display()
         )));
     }
+    check_initialised(&field, &path)?;
     let root = fs::open_root(&path)
         .map_err(|e| DriverError::Other(format!("{field}: cannot open {shown}: {e}")))?;
     let (media, media_source) = match pc.media {
@@ -380,6 +381,38 @@ pub(super) fn open_pool(pc: &config::PoolConfig, earlier: &[Pool]) -> DriverResu
         "local driver: pool opened"
     );
     Ok(pool)
+}
+
+/// A pool's directory must be empty or storch's: one with the metadata file, or holding only
+/// what opening a pool makes (`volumes`, `snapshots`, the metadata file's temporary).
+fn check_initialised(field: &str, path: &std::path::Path) -> DriverResult<()> {
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| DriverError::Other(format!("{field}: cannot list {}: {e}", path.display())))?;
+    let mut foreign = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| {
+            DriverError::Other(format!("{field}: cannot list {}: {e}", path.display()))
+        })?;
+        let name = entry.file_name();
+        if name == METADATA_FILE {
+            return Ok(());
+        }
+        if name != VOLUMES_DIR && name != SNAPSHOTS_DIR && name != METADATA_TMP {
+            foreign.push(name.to_string_lossy().into_owned());
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let more = if foreign.len() > 3 { ", …" } else { "" };
+    foreign.truncate(3);
+    Err(DriverError::Invalid(format!(
+        "invalid value for {field}: {} is not empty (it holds {}{more}) and storch did not \
+         initialise it ({METADATA_FILE} is missing); use an empty or new directory",
+        path.display(),
+        foreign.join(", ")
+    )))
 }
 
 /// Rolls back creates and finishes deletes that a stop interrupted. What cannot be removed

@@ -19,7 +19,12 @@
 //!   - `path` (required): absolute. Created with its parents when missing; a path that exists
 //!     and is not a directory is refused. Symbolic links in the configured path itself are
 //!     followed once, when the pool is opened; nothing below it is ever reached through one.
-//!     Two pools must not be the same directory or nested in each other.
+//!     Two pools must not be the same directory or nested in each other. A directory that
+//!     exists, is not empty and was not initialised by storch (no `storch-local.json`, and
+//!     entries other than `volumes` and `snapshots`) is refused. A config that comes over the
+//!     API must also put every pool below a root the operator allows (`serve --local-root`,
+//!     by default the data dir), away from the event log and from every other local
+//!     backend's pools (`roots.rs`); the operator's `serve --config` file is trusted.
 //!   - `media`: `ssd`, `hdd` or `hybrid`; absent → detected from the block device under the
 //!     directory (see `media.rs`: `/sys/block/<disk>/queue/rotational`, `0` → ssd, `1` → hdd;
 //!     no block device, as on tmpfs or overlay → ssd). How it was found is shown by GET backend
@@ -107,6 +112,8 @@
 //! - `wire.rs`: the metadata file's records and reading them back.
 //! - `fs.rs`: `openat`-style filesystem calls that never follow a link.
 //! - `media.rs`: detecting a pool's media from `/sys/block`.
+//! - `roots.rs`: where pools may live (below the operator's roots, apart from storch's files
+//!   and from other backends' pools), checked before anything is created.
 //! - `tests.rs`: the unit tests.
 
 mod client;
@@ -114,6 +121,7 @@ pub mod config;
 mod fs;
 mod media;
 mod ops;
+pub mod roots;
 mod state;
 mod wire;
 

@@ -361,3 +361,220 @@ async fn the_openapi_document_lists_every_route() {
     }
     s.stop().await;
 }
+
+/// Follows `continue` from `path` with `limit`, returning every item under `key` and the
+/// number of pages; each page holds at most `limit` items.
+async fn all_pages(
+    c: &reqwest::Client,
+    s: &TestServer,
+    path: &str,
+    key: &str,
+    limit: usize,
+) -> (Vec<Value>, usize) {
+    let mut items = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut url = format!("{}?limit={limit}", s.url(path));
+        if let Some(t) = &token {
+            url.push_str(&format!("&continue={t}"));
+        }
+        let r = get(c, &url).await;
+        assert_eq!(r.status, 200, "{url}: {}", r.json);
+        pages += 1;
+        let page = r.json[key].as_array().unwrap().clone();
+        assert!(page.len() <= limit, "{url}: {}", r.json);
+        items.extend(page);
+        match r.json.get("continue") {
+            Some(Value::String(t)) => token = Some(t.clone()),
+            None => return (items, pages),
+            other => panic!("continue is {other:?}"),
+        }
+    }
+}
+
+/// Issue 18 item 6: volumes, snapshots, events and explain come in pages with `limit` and
+/// `continue`; without `limit` the lists keep Trident's shape; a page is stable while names
+/// are created and deleted around it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_lists_come_in_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::plain(&dir.path().join("data")).await;
+    let c = storch::net::client();
+    lab(&c, &s).await;
+    for i in 0..7 {
+        volume(&c, &s, &format!("v{i}"), "fast").await;
+    }
+    for snap in ["a", "b", "c"] {
+        let r = post(
+            &c,
+            &s.url("/trident/v1/volume/v1/snapshot"),
+            json!({"name": snap}),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.json);
+    }
+
+    // Trident's shape without a limit.
+    let r = get(&c, &s.url("/trident/v1/volume")).await;
+    assert_eq!(
+        r.json,
+        json!({"volumes": ["v0", "v1", "v2", "v3", "v4", "v5", "v6"]})
+    );
+    let (names, pages) = all_pages(&c, &s, "/trident/v1/volume", "volumes", 3).await;
+    assert_eq!(
+        names,
+        json!(["v0", "v1", "v2", "v3", "v4", "v5", "v6"])
+            .as_array()
+            .unwrap()
+            .clone()
+    );
+    assert_eq!(pages, 3);
+
+    // The token is the last name: deletes and creates before it do not shift the next page.
+    let r = get(&c, &s.url("/trident/v1/volume?limit=2")).await;
+    assert_eq!(r.json, json!({"volumes": ["v0", "v1"], "continue": "v1"}));
+    assert_eq!(
+        delete(&c, &s.url("/trident/v1/volume/v0")).await.status,
+        200
+    );
+    volume(&c, &s, "a0", "fast").await;
+    let r = get(&c, &s.url("/trident/v1/volume?limit=2&continue=v1")).await;
+    assert_eq!(r.json, json!({"volumes": ["v2", "v3"], "continue": "v3"}));
+    let r = get(&c, &s.url("/trident/v1/volume?limit=9&continue=v3")).await;
+    assert_eq!(
+        r.json,
+        json!({"volumes": ["v4", "v5", "v6"]}),
+        "the last page has no token"
+    );
+
+    // Snapshots: of one volume, and all of them.
+    let (snaps, pages) = all_pages(&c, &s, "/trident/v1/volume/v1/snapshot", "snapshots", 2).await;
+    let names: Vec<&str> = snaps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!((names, pages), (vec!["a", "b", "c"], 2));
+    let r = get(&c, &s.url("/trident/v1/snapshot?limit=1")).await;
+    assert_eq!(r.json["continue"], "v1/a", "{}", r.json);
+    let (snaps, _) = all_pages(&c, &s, "/trident/v1/snapshot", "snapshots", 2).await;
+    assert_eq!(snaps.len(), 3);
+
+    // Explain: pools by backend and pool.
+    let r = get(&c, &s.url("/trident/v1/storageclass/fast/explain?limit=1")).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["explanation"]["pools"].as_array().unwrap().len(), 1);
+    assert_eq!(r.json["continue"], "lab/p1");
+    let r = get(
+        &c,
+        &s.url("/trident/v1/storageclass/fast/explain?limit=1&continue=lab/p1"),
+    )
+    .await;
+    assert_eq!(r.json["explanation"]["pools"][0]["pool"], "p2");
+    assert!(r.json.get("continue").is_none(), "{}", r.json);
+
+    // Events: a cut list says where to go on.
+    let all = get(&c, &s.url("/trident/v1/events?limit=100000")).await;
+    let total = all.json["events"].as_array().unwrap().len();
+    assert!(all.json.get("continue").is_none());
+    let (events, pages) = all_pages(&c, &s, "/trident/v1/events", "events", 5).await;
+    assert_eq!(events.len(), total);
+    assert_eq!(pages, total.div_ceil(5));
+
+    // Bad paging is a 400 naming the parameter; an unknown one too.
+    for (query, name) in [
+        ("limit=0", "limit"),
+        ("limit=10001", "limit"),
+        ("page=2", "\"page\""),
+    ] {
+        let r = get(&c, &s.url(&format!("/trident/v1/volume?{query}"))).await;
+        assert_eq!(r.status, 400, "{query}: {}", r.json);
+        let e = r.json["error"].as_str().unwrap();
+        assert!(
+            e.starts_with(&format!("invalid query parameter {name}")),
+            "{e}"
+        );
+    }
+    s.stop().await;
+}
+
+/// Issue 18 item 6: what one object may hold is bounded — a backend of more pools than
+/// allowed or an offer of too many values is refused naming the field, and nothing is
+/// recorded; /metrics shows at most MAX_POOL_SERIES pools one by one and sums the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_bounded_and_metrics_fold_extra_pools() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::plain(&dir.path().join("data")).await;
+    let c = storch::net::client();
+    let pools = |n: usize| -> Vec<(String, Value)> {
+        (0..n)
+            .map(|i| (format!("p{i:04}"), crate::support::ssd()))
+            .collect()
+    };
+    let backend = |name: &str, pools: &[(String, Value)]| {
+        let pools: Vec<(&str, Value)> =
+            pools.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        crate::support::fake_backend(name, "file", &pools)
+    };
+    let max = storch::drivers::MAX_POOLS_PER_BACKEND;
+    let r = post(
+        &c,
+        &s.url("/trident/v1/backend"),
+        backend("huge", &pools(max + 1)),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    let e = r.json["error"].as_str().unwrap();
+    assert!(e.contains("pools") && e.contains(&max.to_string()), "{e}");
+    assert_eq!(
+        get(&c, &s.url("/trident/v1/backend/huge")).await.status,
+        404
+    );
+
+    let mut wide = crate::support::fake_backend("wide", "file", &[("p", crate::support::ssd())]);
+    let values: Vec<String> = (0..=storch::model::attributes::MAX_OFFERED_VALUES)
+        .map(|i| format!("m{i}"))
+        .collect();
+    wide["pools"]["p"]["attributes"]["media"] = json!({"offer": values});
+    let r = post(&c, &s.url("/trident/v1/backend"), wide).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    let e = r.json["error"].as_str().unwrap();
+    assert!(e.contains("pools.p.attributes") && e.contains("64"), "{e}");
+    let events = get(&c, &s.url("/trident/v1/events")).await;
+    assert_eq!(events.json["events"], json!([]), "nothing recorded");
+
+    // Two backends of 600 pools: 1200 pools, MAX_POOL_SERIES shown, the rest folded.
+    for name in ["b1", "b2"] {
+        let r = post(
+            &c,
+            &s.url("/trident/v1/backend"),
+            backend(name, &pools(600)),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.json);
+    }
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let shown = text
+        .lines()
+        .filter(|l| l.starts_with("storch_pool_capacity_bytes{"))
+        .count();
+    assert_eq!(shown, storch::api::prometheus::MAX_POOL_SERIES);
+    let folded = 1200 - storch::api::prometheus::MAX_POOL_SERIES;
+    assert!(
+        text.contains(&format!("\nstorch_pool_series_folded {folded}\n")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("storch_pool_capacity_bytes ")),
+        "the sum"
+    );
+    // Sorted by backend and pool: all of b1's, then b2's first ones.
+    assert!(text.contains("storch_pool_capacity_bytes{backend=\"b1\",pool=\"p0599\"}"));
+    assert!(!text.contains("storch_pool_capacity_bytes{backend=\"b2\",pool=\"p0599\"}"));
+    s.stop().await;
+}

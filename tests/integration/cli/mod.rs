@@ -3,6 +3,7 @@
 
 mod disk;
 mod drift;
+mod edges;
 mod events;
 mod https;
 mod offline;

@@ -26,13 +26,16 @@ struct Family {
     capability: VolumeCapability,
     attachment: &'static str,
     snapshots: bool,
+    /// Flags of `storch serve` the backend needs (a local backend's `--local-root`).
+    serve_args: Vec<String>,
 }
 
 /// Runs the lifecycle on a storch with `family`'s backend; `on_array` lists what the array
 /// holds, compared before and after.
 async fn lifecycle(family: Family, on_array: impl AsyncFn() -> BTreeSet<String>) {
     let before = on_array().await;
-    let csi = Csi::start_on(&[], &[family.backend]).await;
+    let args: Vec<&str> = family.serve_args.iter().map(String::as_str).collect();
+    let csi = Csi::start_on(&args, &[family.backend]).await;
     let mut c = csi.controller.clone();
     let gib = 1i64 << 30;
     let volume = CreateVolumeRequest {
@@ -135,6 +138,7 @@ async fn lifecycle_on_local_directories() {
         capability: mount(Mode::SingleNodeWriter),
         attachment: "local",
         snapshots: true,
+        serve_args: vec!["--local-root".into(), tmp.path().display().to_string()],
     };
     lifecycle(family, async || local_volumes(&pool)).await;
 }
@@ -155,6 +159,7 @@ async fn lifecycle_on_the_solidfire_simulator() {
         capability: block(Mode::SingleNodeWriter),
         attachment: "iscsi",
         snapshots: true,
+        serve_args: Vec::new(),
     };
     let list = async || {
         let cluster = sim.cluster();
@@ -177,6 +182,7 @@ async fn lifecycle_on_the_eseries_simulator() {
         capability: block(Mode::SingleNodeWriter),
         attachment: "iscsi",
         snapshots: false,
+        serve_args: Vec::new(),
     };
     let list = async || {
         let (_, systems) = sim.request("GET", "/storage-systems", None).await;
@@ -219,6 +225,7 @@ async fn lifecycle_on_the_nexentastor_simulator() {
         capability: block(Mode::SingleNodeWriter),
         attachment: "iscsi",
         snapshots: true,
+        serve_args: Vec::new(),
     };
     lifecycle(family, async || sim.zvols("tank/csi").await).await;
 }

@@ -100,6 +100,8 @@ pub fn hdd() -> Value {
 pub fn opts(dir: &Path) -> CoreOptions {
     CoreOptions {
         data_dir: dir.to_path_buf(),
+        // In-process tests put local pools in temporary directories of their own.
+        local_roots: vec![std::env::temp_dir()],
         ..CoreOptions::default()
     }
 }
