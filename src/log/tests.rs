@@ -1032,6 +1032,9 @@ fn the_public_reason_names_the_cause_and_no_path() {
     };
     for e in [full, eio, missing] {
         let text = e.public_reason();
-        assert!(!text.contains("/var") && !text.contains("/secret"), "{text}");
+        assert!(
+            !text.contains("/var") && !text.contains("/secret"),
+            "{text}"
+        );
     }
 }
