@@ -157,7 +157,7 @@ pub fn canonical_size(bytes: u64) -> String {
             (1u64 << (10 * power), BINARY[power as usize - 1]),
             (1000u64.pow(power), SI[power as usize - 1]),
         ] {
-            if bytes != 0 && bytes % unit == 0 && bytes / unit < best.0 {
+            if bytes != 0 && bytes.is_multiple_of(unit) && bytes / unit < best.0 {
                 best = (bytes / unit, name);
             }
         }

@@ -51,6 +51,7 @@ fn shape(method: &str, path: &str) -> Option<Shape> {
             yaml: true,
         },
         ("POST", "/trident/v1/backend/{backend}/reconcile") => Shape::NoBody,
+        ("POST", "/trident/v1/backend/{backend}/state") => body(json!({"state": "normal"}), false),
         ("POST", "/trident/v1/volume") => body(volume("v2", "1Gi", "gold"), true),
         ("POST", "/trident/v1/storageclass") => body(json!({"name": "silver"}), true),
         ("POST", "/trident/v1/volume/{volume}/resize") => body(json!({"size": "2Gi"}), false),
