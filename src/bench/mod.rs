@@ -21,6 +21,27 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+/// Runs `run` in the data dir `given`, or in a new temporary one removed afterwards.
+async fn in_data_dir<T, F, Fut>(given: Option<std::path::PathBuf>, run: F) -> Result<T, String>
+where
+    F: FnOnce(std::path::PathBuf) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let (dir, temporary) = match given {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("storch-bench-{}", uuid::Uuid::new_v4())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run(dir.clone()).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
 /// A histogram of microseconds from 1 µs to an hour, 3 significant figures. (A histogram
 /// without bounds starts tiny, and `saturating_record` would clamp to its start.)
 pub fn micros_histogram() -> hdrhistogram::Histogram<u64> {

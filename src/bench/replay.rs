@@ -168,19 +168,8 @@ pub async fn run_replay(opts: ReplayOptions) -> Result<ReplayReport, String> {
     if opts.volumes == 0 {
         return Err("--volumes must be at least 1".into());
     }
-    let (dir, temporary) = match &opts.data_dir {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("storch-bench-{}", uuid::Uuid::new_v4())),
-            true,
-        ),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = run_in(&dir, opts).await;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    result
+    let given = opts.data_dir.clone();
+    super::in_data_dir(given, |dir| async move { run_in(&dir, opts).await }).await
 }
 
 async fn run_in(dir: &std::path::Path, opts: ReplayOptions) -> Result<ReplayReport, String> {

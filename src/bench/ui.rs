@@ -111,19 +111,8 @@ pub async fn run_ui(opts: UiOptions) -> Result<UiReport, String> {
     if opts.volumes == 0 || opts.rounds == 0 {
         return Err("--volumes and --rounds must be at least 1".into());
     }
-    let (dir, temporary) = match &opts.data_dir {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("storch-bench-{}", uuid::Uuid::new_v4())),
-            true,
-        ),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = run_in(&dir, opts).await;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    result
+    let given = opts.data_dir.clone();
+    super::in_data_dir(given, |dir| async move { run_in(&dir, opts).await }).await
 }
 
 async fn run_in(dir: &std::path::Path, opts: UiOptions) -> Result<UiReport, String> {

@@ -379,19 +379,12 @@ pub async fn run_provision(
     // The metrics recorder is process-wide: one benchmark at a time, or their numbers mix.
     static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _running = ONE_AT_A_TIME.lock().await;
-    let (dir, temporary) = match &opts.data_dir {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("storch-bench-{}", uuid::Uuid::new_v4())),
-            true,
-        ),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = run_in(&dir, opts, progress).await;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    result
+    let given = opts.data_dir.clone();
+    crate::bench::in_data_dir(
+        given,
+        |dir| async move { run_in(&dir, opts, progress).await },
+    )
+    .await
 }
 
 /// The server of a REST run: how to stop it, and its task.
