@@ -198,6 +198,20 @@ pub fn format_size(bytes: u64) -> String {
 mod tests {
     use super::*;
 
+    /// Each input parses to its size, or fails with a message holding the wanted words.
+    fn check_table(parse: fn(&str) -> Result<u64, String>, cases: &[(&str, Result<u64, &str>)]) {
+        for (input, want) in cases {
+            match (parse(input), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{input:?}"),
+                (Err(got), Err(want)) => {
+                    assert!(got.contains(want), "{input:?}: {got}");
+                    assert!(got.starts_with("invalid size \""), "{input:?}: {got}");
+                }
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
     const KI: u64 = 1 << 10;
     const MI: u64 = 1 << 20;
     const GI: u64 = 1 << 30;
@@ -308,16 +322,7 @@ mod tests {
             ("1Ğ", Err("is not a whole number")),
             ("ĞGi", Err("is not a whole number")),
         ];
-        for (input, want) in cases {
-            match (parse_size(input), want) {
-                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{input:?}"),
-                (Err(got), Err(want)) => {
-                    assert!(got.contains(want), "{input:?}: {got}");
-                    assert!(got.starts_with("invalid size \""), "{input:?}: {got}");
-                }
-                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
-            }
-        }
+        check_table(parse_size, cases);
     }
 
     #[test]
@@ -392,16 +397,7 @@ mod tests {
             ("16Ei", Err("larger than")),
             ("1Ğ", Err("is not a whole number")),
         ];
-        for (input, want) in cases {
-            match (parse_size_strict(input), want) {
-                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{input:?}"),
-                (Err(got), Err(want)) => {
-                    assert!(got.contains(want), "{input:?}: {got}");
-                    assert!(got.starts_with("invalid size \""), "{input:?}: {got}");
-                }
-                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
-            }
-        }
+        check_table(parse_size_strict, cases);
     }
 
     #[test]
