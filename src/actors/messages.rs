@@ -72,6 +72,14 @@ pub(crate) struct UnpublishVolume {
     pub node: Option<super::core::UnpublishNode>,
 }
 
+/// Record that a consumer took the volume, unless one did before; see `Core::bind_volume`.
+#[derive(Message)]
+#[rtype(result = "Result<bool, CoreError>")]
+pub(crate) struct BindVolume {
+    pub ctx: RequestCtx,
+    pub to: String,
+}
+
 /// A backend config built (its driver behind its concurrency limit) and discovered, not yet
 /// recorded.
 pub(crate) struct PreparedBackend {

@@ -10,8 +10,8 @@ use actix::{ArbiterHandle, Message, Recipient};
 
 use super::error::CoreError;
 use super::messages::{
-    CreateSnapshot, CreateVolume, DeleteBackend, DeleteSnapshot, DeleteVolume, PublishVolume,
-    Reconcile, Rematch, ResizeVolume, StopBackend, UnpublishVolume, UpdateBackend,
+    BindVolume, CreateSnapshot, CreateVolume, DeleteBackend, DeleteSnapshot, DeleteVolume,
+    PublishVolume, Reconcile, Rematch, ResizeVolume, StopBackend, UnpublishVolume, UpdateBackend,
 };
 use super::options::CoreOptions;
 use crate::drivers::{DriverError, LimitedDriver};
@@ -118,6 +118,7 @@ pub(crate) struct VolumeRecipients {
     pub resize: Recipient<ResizeVolume>,
     pub publish: Recipient<PublishVolume>,
     pub unpublish: Recipient<UnpublishVolume>,
+    pub bind: Recipient<BindVolume>,
     pub check_on_array: Recipient<super::drift::CheckOnArray>,
     pub import: Recipient<super::drift::ImportVolume>,
 }
@@ -156,6 +157,7 @@ volume_message!(DeleteSnapshot, delete_snapshot);
 volume_message!(ResizeVolume, resize);
 volume_message!(PublishVolume, publish);
 volume_message!(UnpublishVolume, unpublish);
+volume_message!(BindVolume, bind);
 volume_message!(super::drift::CheckOnArray, check_on_array);
 volume_message!(super::drift::ImportVolume, import);
 

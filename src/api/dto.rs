@@ -609,6 +609,7 @@ mod tests {
             published: BTreeMap::new(),
             topology: Vec::new(),
             managed: true,
+            bound: false,
         };
         let out = serde_json::to_value(VolumeResponse {
             volume: view.into(),
@@ -646,6 +647,7 @@ mod tests {
             published: BTreeMap::new(),
             topology: Vec::new(),
             managed: true,
+            bound: false,
         };
         let out = serde_json::to_value(VolumeExternal::from(view)).unwrap();
         assert_eq!(out["state"], "deleting");

@@ -154,6 +154,13 @@ pub enum VolumeEvent {
     },
     /// Reconciliation with the array, and import (see [`DriftEvent`]).
     Drift(DriftEvent),
+    /// A consumer took the volume: `to` names it in its frontend's words (the Kubernetes
+    /// frontend: `k8s:pv/NAME`, the PV written for it). Recorded once, the first time; a
+    /// volume once bound is never an orphan of its frontend (a consumer deleted by hand never
+    /// deletes its volume), across restarts.
+    Bound {
+        to: String,
+    },
 }
 
 /// Events about the log itself (stream `log`).
@@ -247,6 +254,7 @@ impl Event {
                 VolumeEvent::Published { .. } => "VolumePublished",
                 VolumeEvent::Unpublished { .. } => "VolumeUnpublished",
                 VolumeEvent::Drift(d) => d.kind(),
+                VolumeEvent::Bound { .. } => "VolumeBound",
             },
             Event::Log { event } => match event {
                 LogEvent::TailCutBack { .. } => "LogTailCutBack",
@@ -383,6 +391,7 @@ impl Event {
                     format!("volume {name} unpublished from {node_id}")
                 }
                 VolumeEvent::Drift(d) => d.summary(name),
+                VolumeEvent::Bound { to } => format!("volume {name} bound to {to}"),
             },
             Event::Log { event } => match event {
                 LogEvent::TailCutBack { from, to, reason } => format!(
@@ -489,6 +498,27 @@ mod tests {
         assert!(
             encode(&Event::backend("b1", BackendEvent::Suspended)) > bytes,
             "a later variant index"
+        );
+    }
+
+    #[test]
+    fn a_binding_round_trips_and_reads_for_people() {
+        let ev = Event::volume(
+            "default-data-6cb6b",
+            VolumeEvent::Bound {
+                to: "k8s:pv/default-data-6cb6b".into(),
+            },
+        );
+        assert_eq!(decode(SCHEMA_VERSION, &encode(&ev)).unwrap(), ev);
+        assert_eq!(ev.kind(), "VolumeBound");
+        assert_eq!(ev.stream(), "volume/default-data-6cb6b");
+        assert_eq!(
+            ev.summary(),
+            "volume default-data-6cb6b bound to k8s:pv/default-data-6cb6b"
+        );
+        assert_eq!(
+            serde_json::to_value(&ev).unwrap(),
+            serde_json::json!({"name": "default-data-6cb6b", "event": {"to": "k8s:pv/default-data-6cb6b"}})
         );
     }
 }

@@ -90,6 +90,9 @@ pub struct VolumeRecord {
     pub size_bytes: u64,
     pub state: VolumeState,
     pub orphaned: bool,
+    /// A consumer took it (`VolumeBound`). A plain flag, not an extra: nearly every volume a
+    /// frontend provisions gets one, and it fits beside `orphaned` in the record's padding.
+    bound: bool,
     /// Where the array put it; `None` until created. Shared by every volume of that pool.
     placed: Option<Arc<PoolRef>>,
     /// `None` when all of its fields are empty (the common case, an online volume).
@@ -124,6 +127,7 @@ impl VolumeRecord {
             size_bytes,
             state: VolumeState::Creating,
             orphaned: false,
+            bound: false,
             placed: None,
             extra: None,
         }
@@ -202,6 +206,11 @@ impl VolumeRecord {
 
     pub fn delete_attempts(&self) -> u32 {
         self.extra.as_ref().map_or(0, |e| e.delete_attempts)
+    }
+
+    /// Whether a consumer took it (`VolumeBound`): a Kubernetes PV was written for it.
+    pub fn bound(&self) -> bool {
+        self.bound
     }
 
     /// Whether storch may destroy it on the array (false: imported with `--no-manage`).
@@ -390,7 +399,8 @@ const STATE_MAGIC: u8 = 0xFF;
 /// 5: a backend's topology; a volume's publications and whether it is managed (import
 /// `--no-manage`), among its extras.
 /// 6: whether a backend is suspended.
-const STATE_FORMAT: u8 = 6;
+/// 7: whether a volume is bound (`VolumeBound`), after `orphaned`.
+const STATE_FORMAT: u8 = 7;
 
 impl State {
     /// Applies one event. Never fails: events are facts; an event about an object the state
@@ -614,6 +624,7 @@ impl State {
                 x.publications.remove(node_id);
             }),
             VolumeEvent::Drift(d) => self.apply_drift(name, d),
+            VolumeEvent::Bound { .. } => vol.bound = true,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The checkpoint encoding of a [`State`] (state format 6), laid out so that the volume table
+//! The checkpoint encoding of a [`State`] (state format 7), laid out so that the volume table
 //! — nearly all of a large state — decodes on every core.
 //!
 //! Layout (bincode 2 `config::standard()` throughout; `State::encode` puts the magic byte and
@@ -9,8 +9,9 @@
 //!           backends: their records without volume sets; pools: every pool a volume is
 //!           placed on, once; chunks: (byte length, volume count) of each chunk
 //! chunk*  the volumes in name order; per volume: name, config bytes, size, state, orphaned,
-//!           placement (0 = none, else 1 + its index in pools), set (0 = none, else 1 + the
-//!           position among the backends of the one it is placed on, whose set holds it), extras
+//!           bound, placement (0 = none, else 1 + its index in pools), set (0 = none, else 1 +
+//!           the position among the backends of the one it is placed on, whose set holds it),
+//!           extras
 //! others  per backend, in the order of `backends`: the names in its set that the volumes'
 //!           own `set` fields do not cover (none, short of a log written by a buggy build)
 //! ```
@@ -94,6 +95,7 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
                     v.size_bytes,
                     v.state,
                     v.orphaned,
+                    v.bound,
                     placed,
                     set,
                     &v.extra,
@@ -156,6 +158,7 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
             let size_bytes = u64::decode(d)?;
             let state = VolumeState::decode(d)?;
             let orphaned = bool::decode(d)?;
+            let bound = bool::decode(d)?;
             let placed = match u32::decode(d)? {
                 0 => None,
                 i => Some(
@@ -173,6 +176,7 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
                 size_bytes,
                 state,
                 orphaned,
+                bound,
                 placed,
                 extra,
             };

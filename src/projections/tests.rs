@@ -218,8 +218,9 @@ fn an_old_format_checkpoint_is_refused() {
     bytes[1] = STATE_FORMAT + 1;
     assert!(State::decode(&bytes).unwrap_err().contains("state format"));
     // Formats 2 and 3 (one bincode stream, placements as strings), 4 (extras without the
-    // managed flag) and 5 (backends without the suspended flag) are refused as well.
-    for format in [2, 3, 4, 5] {
+    // managed flag), 5 (backends without the suspended flag) and 6 (volumes without the bound
+    // flag) are refused as well.
+    for format in [2, 3, 4, 5, 6] {
         bytes[1] = format;
         assert!(
             State::decode(&bytes)
@@ -264,4 +265,49 @@ fn suspension_is_folded_and_survives_a_checkpoint_and_a_rename() {
     // About a backend the state does not know: ignored.
     state.apply(7, &Event::backend("nope", BackendEvent::Suspended));
     assert!(!state.backends.contains_key("nope"));
+}
+
+#[test]
+fn a_binding_is_a_flag_that_survives_a_checkpoint_without_an_extra() {
+    let mut state = folded();
+    assert!(!state.volumes["v1"].bound(), "a new volume is not bound");
+    let bound = |seq| {
+        (
+            seq,
+            Event::volume(
+                "v1",
+                VolumeEvent::Bound {
+                    to: "k8s:pv/v1".into(),
+                },
+            ),
+        )
+    };
+    let (seq, ev) = bound(11);
+    state.apply(seq, &ev);
+    let v = &state.volumes["v1"];
+    assert!(v.bound());
+    assert!(v.extra.is_none(), "the flag needs no extras");
+    assert!(!state.volumes["v2"].bound(), "only that volume");
+    assert!(state.volume_view("v1").unwrap().bound);
+    // A second binding changes nothing more.
+    let once = state.clone();
+    let (seq, ev) = bound(12);
+    state.apply(seq, &ev);
+    state.head = once.head;
+    assert_eq!(state, once);
+    let back = State::decode(&state.encode()).unwrap();
+    assert_eq!(back, state);
+    assert!(back.volumes["v1"].bound(), "kept by the checkpoint");
+    assert!(!back.volumes["v2"].bound());
+    // About a volume the state does not know: ignored.
+    state.apply(
+        13,
+        &Event::volume(
+            "nope",
+            VolumeEvent::Bound {
+                to: "k8s:pv/nope".into(),
+            },
+        ),
+    );
+    assert!(!state.volumes.contains_key("nope"));
 }

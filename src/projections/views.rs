@@ -99,6 +99,8 @@ pub struct VolumeView {
     pub topology: Vec<Segment>,
     /// False for a volume imported with `--no-manage` (a delete forgets it).
     pub managed: bool,
+    /// A consumer took it (`VolumeBound`, e.g. a Kubernetes PV was written for it).
+    pub bound: bool,
 }
 
 /// A snapshot of a volume.
@@ -221,6 +223,7 @@ impl State {
                 .map(|b| b.topology.clone())
                 .unwrap_or_default(),
             managed: rec.managed(),
+            bound: rec.bound(),
         })
     }
 

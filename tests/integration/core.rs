@@ -825,3 +825,83 @@ async fn placement_prefers_the_backend_with_free_permits() {
     assert_eq!(busy.await.unwrap().unwrap().backend, "slow");
     rt.shutdown().await;
 }
+
+/// `bind_volume` records `VolumeBound` once, however many callers ask at once and after a
+/// restart; bad input and unknown volumes change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_is_recorded_once_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let bindings = async |core: &storch::actors::Core| {
+        let filter = storch::actors::EventFilter {
+            object: Some("volume/v1".into()),
+            ..Default::default()
+        };
+        let events = core.events(filter).await.unwrap();
+        events
+            .into_iter()
+            .filter(|e| e.kind == "VolumeBound")
+            .map(|e| (e.request_id, e.event.summary()))
+            .collect::<Vec<_>>()
+    };
+    {
+        let rt = start(dir.path()).await;
+        let core = rt.core();
+        let mut be = fake_backend("b", "file", &[("p1", ssd())]);
+        be["statePath"] = json!(dir.path().join("array.json"));
+        core.add_backend(&ctx(), be).await.unwrap();
+        core.add_storage_class(&ctx(), class(json!({"name": "any"})))
+            .await
+            .unwrap();
+        add_volume(&core, &ctx(), volume("v1", "1G", "any"))
+            .await
+            .unwrap();
+        assert!(!core.get_volume("v1").unwrap().bound);
+        let head = core.events(Default::default()).await.unwrap().len();
+        for to in ["", "  "] {
+            match core.bind_volume(&ctx(), "v1", to).await {
+                Err(CoreError::Invalid(why)) => assert!(why.starts_with("to:"), "{why}"),
+                other => panic!("an empty consumer: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            core.bind_volume(&ctx(), "nope", "k8s:pv/nope").await,
+            Err(CoreError::NotFound(_))
+        ));
+        assert_eq!(
+            core.events(Default::default()).await.unwrap().len(),
+            head,
+            "refusals record nothing"
+        );
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let core = core.clone();
+            tasks.push(tokio::spawn(async move {
+                let request = RequestCtx::new("k8s:pv/v1".to_string());
+                core.bind_volume(&request, "v1", "k8s:pv/v1").await.unwrap()
+            }));
+        }
+        let mut recorded = 0;
+        for t in tasks {
+            recorded += usize::from(t.await.unwrap());
+        }
+        assert_eq!(recorded, 1, "one caller records it");
+        assert!(core.get_volume("v1").unwrap().bound);
+        assert_eq!(
+            bindings(&core).await,
+            [(
+                "k8s:pv/v1".to_string(),
+                "volume v1 bound to k8s:pv/v1".to_string()
+            )]
+        );
+        rt.shutdown().await;
+    }
+    let rt = start(dir.path()).await;
+    let core = rt.core();
+    assert!(core.get_volume("v1").unwrap().bound, "after a restart");
+    assert!(!core.bind_volume(&ctx(), "v1", "k8s:pv/v1").await.unwrap());
+    assert_eq!(bindings(&core).await.len(), 1);
+    // A bound volume is still deleted when asked (the Kubernetes PV controller's reclaim).
+    core.delete_volume(&ctx(), "v1").await.unwrap();
+    assert!(core.get_volume("v1").is_err());
+    rt.shutdown().await;
+}

@@ -1,10 +1,10 @@
-//! Volumes: create (and clone), delete and resize go to the volume's actor; reads.
+//! Volumes: create (and clone), delete, resize and binding go to the volume's actor; reads.
 
 use std::collections::BTreeMap;
 
 use super::Core;
 use crate::actors::error::{CoreError, RequestCtx, observe};
-use crate::actors::messages::{CreateVolume, DeleteVolume, ResizeVolume};
+use crate::actors::messages::{BindVolume, CreateVolume, DeleteVolume, ResizeVolume};
 use crate::actors::volume;
 use crate::model::{ResizeRequest, VolumeRequest};
 use crate::projections::VolumeView;
@@ -70,6 +70,39 @@ impl Core {
         }
         .await;
         observe("resize_volume", started, &result);
+        result
+    }
+
+    /// Records that a consumer took the volume (`VolumeBound`); `to` names it in the
+    /// frontend's words (`k8s:pv/NAME`). Once: true when this call recorded it, false when the
+    /// volume was bound already (nothing is recorded). Refuses an empty `to` (`Invalid`) and
+    /// an unknown volume (`NotFound`).
+    pub async fn bind_volume(
+        &self,
+        ctx: &RequestCtx,
+        name: &str,
+        to: &str,
+    ) -> Result<bool, CoreError> {
+        let started = std::time::Instant::now();
+        let result = async {
+            if to.trim().is_empty() {
+                return Err(CoreError::Invalid(
+                    "to: name the consumer the volume is bound to".into(),
+                ));
+            }
+            self.shared.ensure_ready()?;
+            // Already bound (every resync of a bound consumer asks again): no actor needed.
+            if self.volume_view(name)?.bound {
+                return Ok(false);
+            }
+            volume::send(&self.shared, name, || BindVolume {
+                ctx: ctx.clone(),
+                to: to.to_string(),
+            })
+            .await?
+        }
+        .await;
+        observe("bind_volume", started, &result);
         result
     }
 

@@ -10,8 +10,10 @@
 //! - `snapshot`: snapshot create and delete.
 //! - `resize`: growing a volume.
 //! - `publish`: granting a host access to a volume and taking it away.
+//! - `bind`: recording, once, that a consumer (a Kubernetes PV) took the volume.
 //! - `lookup`: the volume's record, its backend's driver, pool offers, error mapping.
 
+mod bind;
 mod create;
 mod delete;
 mod drift;
@@ -29,11 +31,12 @@ use tracing::Instrument;
 use super::drift::{CheckOnArray, ImportVolume};
 use super::error::CoreError;
 use super::messages::{
-    CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, PublishVolume, Reconcile,
-    ResizeVolume, UnpublishVolume,
+    BindVolume, CreateSnapshot, CreateVolume, DeleteSnapshot, DeleteVolume, PublishVolume,
+    Reconcile, ResizeVolume, UnpublishVolume,
 };
 use super::shared::{Shared, VolumeMessage, VolumeRecipients, retry_delay};
 use crate::projections::VolumeState;
+use bind::bind;
 use create::{create_volume, reconcile_create};
 use delete::{DeleteError, delete};
 use lookup::record;
@@ -96,6 +99,7 @@ fn recipients(addr: Addr<VolumeActor>) -> VolumeRecipients {
         resize: addr.clone().recipient(),
         publish: addr.clone().recipient(),
         unpublish: addr.clone().recipient(),
+        bind: addr.clone().recipient(),
         check_on_array: addr.clone().recipient(),
         import: addr.recipient(),
     }
@@ -264,5 +268,6 @@ atomic_op!(DeleteSnapshot, delete_snapshot);
 atomic_op!(ResizeVolume, resize);
 atomic_op!(PublishVolume, publish);
 atomic_op!(UnpublishVolume, unpublish);
+atomic_op!(BindVolume, bind);
 atomic_op!(CheckOnArray, drift::check);
 atomic_op!(ImportVolume, drift::import);
