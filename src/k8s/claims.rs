@@ -4,7 +4,8 @@
 //! Restart-safe by construction: the volume and PV names are derived from the claim, so a
 //! reconcile after a crash finds what the last one did — a PV (done), a volume still being
 //! created (the core finishes it at boot; wait), an online volume without a PV (write it) —
-//! and never provisions twice.
+//! and never provisions twice. A PV written or found is recorded in the log once
+//! (`Ctx::record_pv`), so that the sweep never takes its volume for an orphan.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -201,7 +202,9 @@ async fn provision(
             .and_then(|s| s.claim_ref.as_ref())
             .and_then(|r| r.uid.as_deref());
         if claim_uid == pvc.metadata.uid.as_deref() {
-            // Provisioned before; binding is the PV controller's job.
+            // Provisioned before (its record may have failed); binding is the PV controller's
+            // job.
+            ctx.record_pv(name).await?;
             return Ok(Action::requeue(RESYNC));
         }
         return Ok(fail(
@@ -255,11 +258,13 @@ async fn provision(
         }
     }
     match pvs.create(&PostParams::default(), &pv).await {
-        Ok(_) => ctx.had_pv(name),
+        Ok(_) => {}
         Err(e) if is_conflict(&e) => return Ok(Action::requeue(IN_FLIGHT)),
         // The volume stays: the next try writes the PV for it.
         Err(e) => return Err(refused(pvc, ctx, name, &format!("its PV {name}"), e.into()).await),
     }
+    // A failure is retried with backoff, and the retry finds the PV written (above).
+    ctx.record_pv(name).await?;
     tracing::info!(claim = %key(pvc), volume = %name, backend = %volume.backend, pool = %volume.pool, "provisioned");
     ctx.event(
         &reference(pvc),

@@ -11,7 +11,8 @@
 //!   from the start on every replica (not waiting for the core).
 //! - `expand`: PVC expansion of bound claims (run by the PVC controller).
 //! - `sweep`: deletes (or keeps, per the class's reclaim policy) volumes the frontend made
-//!   for claims that are gone without a PV (Lease holder only).
+//!   for claims that are gone without a PV (Lease holder only); a volume whose PV the log
+//!   records (`VolumeBound`, written by `claims` and `volumes`) is always kept.
 //!
 //! Everything goes through [`Core`]; nothing here writes storch state directly.
 
@@ -144,9 +145,6 @@ pub(crate) struct Ctx {
     failures: Mutex<HashMap<String, u32>>,
     /// Sweep passes finished (see [`FrontendStats`]).
     sweeps: AtomicU64,
-    /// Volumes seen with a PV since this process started: never orphans to the sweep (a PV
-    /// deleted by hand, e.g. a Retain one, never deletes its volume).
-    had_pv: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Ctx {
@@ -185,12 +183,24 @@ impl Ctx {
             .remove(key);
     }
 
-    /// Remembers that volume `name` has had a PV.
-    fn had_pv(&self, name: &str) {
-        self.had_pv
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string());
+    /// Records in the log, once, that volume `name` has its PV (of the same name):
+    /// `VolumeBound { to: "k8s:pv/NAME" }`, request id `k8s:pv/NAME`. The sweep never deletes a
+    /// volume so recorded, across restarts (a PV deleted by hand never deletes its volume). A
+    /// PV whose volume storch does not have is no error.
+    async fn record_pv(&self, name: &str) -> Result<(), crate::actors::CoreError> {
+        let to = format!("k8s:pv/{name}");
+        match self
+            .core
+            .bind_volume(&crate::actors::RequestCtx::new(to.clone()), name, &to)
+            .await
+        {
+            Ok(true) => {
+                tracing::info!(volume = %name, pv = %name, "the volume's PV is recorded in the log");
+                Ok(())
+            }
+            Ok(false) | Err(crate::actors::CoreError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Forgets the failures of every object: the controllers stopped.
@@ -309,7 +319,6 @@ impl Frontend {
             class_sync: tokio::sync::RwLock::new(()),
             failures: Mutex::new(HashMap::new()),
             sweeps: AtomicU64::new(0),
-            had_pv: Mutex::new(Default::default()),
         });
         tracing::info!(
             %api_server,

@@ -11,9 +11,10 @@
 //! (`Retain`, or a class no longer known) keeps it. Either way the claim's namespace gets an
 //! event naming the claim and its uid, and the log says why.
 //!
-//! A volume seen with a PV since this process started is never an orphan: its PV was
-//! deleted by hand (e.g. a Retain one), which never deletes a volume. The log does not
-//! record PVs, so after a restart that knowledge starts again from the PVs that exist.
+//! A volume that has had a PV is never deleted here: its PV was deleted by hand (e.g. a Retain
+//! one), which never deletes a volume. The log records each volume's PV once
+//! (`VolumeBound`, see `Ctx::record_pv`), so this holds across restarts; such a volume whose
+//! claim is gone is kept with the same event as a Retain orphan, saying why.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -137,23 +138,9 @@ async fn pass(
     memory.creators.retain(|n, _| live.contains(n));
     memory.orphaned_since.retain(|n, _| live.contains(n));
     memory.kept.retain(|n| live.contains(n));
-    ctx.had_pv
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|n| live.contains(n));
     for name in &names {
         if pvs.get(&ObjectRef::new(name)).is_some() {
-            ctx.had_pv(name);
             memory.orphaned_since.remove(name);
-            continue;
-        }
-        if ctx
-            .had_pv
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(name)
-        {
-            // Its PV was deleted by hand: the PV's reclaim policy was the say, not ours.
             continue;
         }
         let online = ctx
@@ -232,21 +219,25 @@ async fn confirmed(ctx: &Ctx, name: &str, claim: &Claim) -> Result<bool, super::
     }
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
     if pvs.get_opt(name).await?.is_some() {
-        ctx.had_pv(name);
         return Ok(false);
     }
     Ok(creator(ctx, name).await?.as_ref() == Some(claim))
 }
 
-/// Applies the class's reclaim policy to the orphan `name`; true when it is kept.
+/// Applies the class's reclaim policy to the orphan `name` (a volume whose PV the log
+/// records is always kept); true when it is kept.
 async fn settle(ctx: &Ctx, name: &str, claim: &Claim) -> bool {
-    let class = match ctx.core.get_volume(name) {
-        Ok(v) => v.config.storage_class,
+    let (class, bound) = match ctx.core.get_volume(name) {
+        Ok(v) => (v.config.storage_class, v.bound),
         Err(_) => return false,
     };
     let policy = ctx.class(&class).map(|c| c.reclaim_policy);
-    if policy.as_deref() != Some("Delete") {
+    if bound || policy.as_deref() != Some("Delete") {
         let why = match &policy {
+            _ if bound => format!(
+                "its PV {name} was recorded in the log (VolumeBound) and has been deleted by \
+                 hand, which never deletes a volume"
+            ),
             Some(p) => format!("its class {class} has reclaim policy {p}"),
             None => format!("its class {class:?} is not one of storch's StorageClasses"),
         };

@@ -1,7 +1,9 @@
-//! The PV controller (leader only): a PV of ours that is Released (or Failed) with reclaim
-//! policy Delete gets its volume deleted, then the PV. A failure marks the PV Failed with the
-//! reason, is reported as a Warning event, and is retried with backoff. Retain PVs are left
-//! alone: deleting such a PV never deletes its volume.
+//! The PV controller (leader only): every PV of ours is recorded in the log once with its
+//! volume (`Ctx::record_pv`; PVs written before storch recorded them get it at the first
+//! reconcile). A PV of ours that is Released (or Failed) with reclaim policy Delete gets its
+//! volume deleted, then the PV. A failure marks the PV Failed with the reason, is reported as
+//! a Warning event, and is retried with backoff. Retain PVs are left alone: deleting such a PV
+//! never deletes its volume.
 
 use std::sync::Arc;
 
@@ -71,6 +73,7 @@ async fn reconcile_pv(pv: &PersistentVolume, ctx: &Ctx) -> Result<Action, Reconc
     if !ours(pv, ctx) || pv.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    ctx.record_pv(&pv.name_any()).await?;
     let phase = pv
         .status
         .as_ref()

@@ -305,6 +305,14 @@ async fn reclaim_delete_retain_and_retried_deletes() {
         env.pv(&annotated).unwrap()["spec"]["persistentVolumeReclaimPolicy"],
         "Retain"
     );
+    // Each PV is recorded in the log (`VolumeBound`); the reclaim of a Delete PV still
+    // deletes its volume (the PV controller's path, not the sweep's).
+    for v in [&scratch, &precious, &annotated] {
+        eventually("the PV recorded", async || {
+            env.core().get_volume(v).unwrap().bound
+        })
+        .await;
+    }
     for name in ["scratch", "precious", "annotated"] {
         env.delete_pvc("default", name).await;
     }

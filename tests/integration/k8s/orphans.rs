@@ -1,5 +1,6 @@
 //! Objects that go away: volumes whose claims went before their PVs were written (the sweep),
-//! PVs deleted by hand, and the controllers' retry state of deleted claims.
+//! PVs deleted by hand (also while storch was stopped: the log records each volume's PV), and
+//! the controllers' retry state of deleted claims.
 
 use std::time::Duration;
 
@@ -31,6 +32,70 @@ async fn sweeps(env: &Env, n: u64) {
         env.node.frontend.stats().sweeps >= from + n
     })
     .await;
+}
+
+/// The request ids of volume `name`'s `VolumeBound` records in the log.
+async fn bindings(env: &Env, name: &str) -> Vec<String> {
+    let filter = storch::actors::EventFilter {
+        object: Some(format!("volume/{name}")),
+        ..Default::default()
+    };
+    let events = env.core().events(filter).await.unwrap();
+    events
+        .into_iter()
+        .filter(|e| e.kind == "VolumeBound")
+        .map(|e| e.request_id)
+        .collect()
+}
+
+/// Waits until the log records volume `name`'s PV, and checks it does so once.
+async fn recorded(env: &Env, name: &str) {
+    eventually("the PV recorded in the log", async || {
+        !bindings(env, name).await.is_empty()
+    })
+    .await;
+    assert_eq!(bindings(env, name).await, [format!("k8s:pv/{name}")]);
+}
+
+/// Stops storch; meanwhile injected failures end, `claims` are deleted, then PV `pv` (so
+/// Released first, as a Retain PV of a deleted claim); starts it again with a 1 s grace.
+async fn restart_without(env: Env, identity: &str, claims: &[&str], pv: &str) -> Env {
+    env.restart_with(
+        identity,
+        |kube| {
+            kube.clear_failures();
+            for claim in claims {
+                kube.remove("persistentvolumeclaims", Some("default"), claim);
+            }
+            let released = kube.get("persistentvolumes", None, pv).unwrap();
+            assert_eq!(released["status"]["phase"], "Released");
+            kube.remove("persistentvolumes", None, pv);
+        },
+        |o| o.orphan_grace = Duration::from_secs(1),
+    )
+    .await
+}
+
+/// Volume `name` of the deleted claim `claim`, whose PV is gone but recorded in the log, is
+/// kept, the claim told why, and its PV recorded once; returns the event's note.
+async fn kept_as_bound(env: &Env, claim: &str, name: &str) -> String {
+    let note = env
+        .event(
+            &format!("PersistentVolumeClaim/{claim}"),
+            "OrphanedVolumeRetained",
+        )
+        .await;
+    assert!(
+        note.contains(name) && note.contains("recorded in the log"),
+        "{note}"
+    );
+    sweeps(env, 8).await;
+    assert_eq!(
+        env.core().get_volume(name).unwrap().state,
+        VolumeState::Online
+    );
+    assert_eq!(bindings(env, name).await, [format!("k8s:pv/{name}")]);
+    note
 }
 
 /// Its claim's volume is made, every PV write fails: returns the volume's name and the uid.
@@ -153,6 +218,88 @@ async fn a_pv_deleted_by_hand_never_deletes_its_volume() {
         env.core().get_volume(&name).unwrap().state,
         VolumeState::Online
     );
+    env.stop().await;
+}
+
+/// The log records a volume's PV (once), so a storch restarted after the PV was deleted by
+/// hand (and its claim) still keeps the volume, with an event saying why; a volume that never
+/// had a PV is swept as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pv_deleted_while_storch_was_stopped_never_deletes_its_volume() {
+    let env = env_with_class("Delete").await;
+    let retain = "  annotations:\n    trident.netapp.io/reclaimPolicy: Retain\n";
+    env.create(&pvc_yaml("kept", Some("fast"), retain)).await;
+    env.bound("default", "kept").await;
+    let kept = env.volume_name("default", "kept");
+    let kept_uid = env.pvc("default", "kept")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    recorded(&env, &kept).await;
+    assert!(env.core().get_volume(&kept).unwrap().bound);
+    // The control: a claim whose PV is never written.
+    env.kube.fail("POST", "persistentvolumes", 100_000, 500);
+    let (racy, _) = volume_without_pv(&env, "racy").await;
+    // Both claims deleted and the Released PV deleted by hand while storch is stopped.
+    let env = restart_without(env, "storch-b", &["racy", "kept"], &kept).await;
+    eventually("the control orphan swept", async || {
+        env.core().get_volume(&racy).is_err()
+    })
+    .await;
+    env.event("PersistentVolumeClaim/racy", "OrphanedVolumeDeleted")
+        .await;
+    assert!(bindings(&env, &racy).await.is_empty());
+    let note = kept_as_bound(&env, "kept", &kept).await;
+    assert!(note.contains(&kept_uid), "{note}");
+    env.stop().await;
+}
+
+/// A PV written by a storch from before the log recorded PVs (a volume without
+/// `VolumeBound`) is recorded at the first reconcile after an upgrade, and protects its
+/// volume from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pv_written_before_pvs_were_recorded_is_recorded_at_boot() {
+    let env = env_with_class("Delete").await;
+    env.kube.fail("POST", "persistentvolumes", 100_000, 500);
+    let (name, uid) = volume_without_pv(&env, "old").await;
+    assert!(bindings(&env, &name).await.is_empty());
+    // The PV as the old storch wrote it: the log knows nothing of it.
+    let pv = json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": name,
+            "annotations": {"pv.kubernetes.io/provisioned-by": "storch.io/storch"},
+        },
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "fast",
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": "default",
+                "name": "old",
+                "uid": uid,
+            },
+            "nfs": {"server": "192.0.2.1", "path": format!("/trident-{name}")},
+        },
+    });
+    let env = env
+        .restart_with(
+            "storch-b",
+            |kube| {
+                kube.clear_failures();
+                kube.put("persistentvolumes", pv);
+            },
+            |o| o.orphan_grace = Duration::from_secs(1),
+        )
+        .await;
+    env.bound("default", "old").await;
+    recorded(&env, &name).await;
+    let env = restart_without(env, "storch-c", &["old"], &name).await;
+    kept_as_bound(&env, "old", &name).await;
     env.stop().await;
 }
 

@@ -246,6 +246,17 @@ impl Env {
 
     /// Stops storch and starts it again on the same data, as `identity`.
     pub async fn restart(self, identity: &str) -> Env {
+        self.restart_with(identity, |_| {}, |_| {}).await
+    }
+
+    /// [`Env::restart`], with `meanwhile` run on the fake while storch is stopped (the cluster
+    /// going on without it) and the new storch's options changed by `tune`.
+    pub async fn restart_with(
+        self,
+        identity: &str,
+        meanwhile: impl FnOnce(&FakeKube),
+        tune: impl FnOnce(&mut KubeOptions),
+    ) -> Env {
         let Env {
             kube,
             client,
@@ -253,7 +264,8 @@ impl Env {
             dir,
         } = self;
         node.stop().await;
-        let node = Node::start(&dir.path().join("a"), &kube, identity).await;
+        meanwhile(&kube);
+        let node = Node::start_with(&dir.path().join("a"), &kube, identity, tune).await;
         Env {
             kube,
             client,
