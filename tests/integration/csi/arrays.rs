@@ -3,15 +3,17 @@
 //! (raw block where the family attaches over iSCSI), a snapshot where the family offers them,
 //! an expansion, a publish to a node with its initiator (the array grants it where it needs
 //! to), GetVolume naming the node, an unpublish, the deletes — and what the array holds at
-//! the end is what it held at the start.
+//! the end is what it held at the start. Its steps (`create_volume`, `snapshot`, `expand`,
+//! `publish_twice`, `delete_snapshot`) are the ONTAP lifecycle's too (`ontap`).
 
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use storch::csi::proto::volume_capability::access_mode::Mode;
 use storch::csi::proto::{
-    ControllerExpandVolumeRequest, CreateSnapshotRequest, CreateVolumeRequest,
-    DeleteSnapshotRequest, VolumeCapability,
+    ControllerExpandVolumeRequest, ControllerExpandVolumeResponse, ControllerPublishVolumeResponse,
+    CreateSnapshotRequest, CreateVolumeRequest, DeleteSnapshotRequest, Snapshot, Volume,
+    VolumeCapability,
 };
 
 use super::publish::{publish_req, published_nodes, unpublish_req};
@@ -30,61 +32,84 @@ struct Family {
     serve_args: Vec<String>,
 }
 
-/// Runs the lifecycle on a storch with `family`'s backend; `on_array` lists what the array
-/// holds, compared before and after.
-async fn lifecycle(family: Family, on_array: impl AsyncFn() -> BTreeSet<String>) {
-    let before = on_array().await;
-    let args: Vec<&str> = family.serve_args.iter().map(String::as_str).collect();
-    let csi = Csi::start_on(&args, &[family.backend]).await;
-    let mut c = csi.controller.clone();
-    let gib = 1i64 << 30;
-    let volume = CreateVolumeRequest {
-        capacity_range: range(gib, 0),
-        volume_capabilities: vec![family.capability.clone()],
-        ..create_request(&unique("vol"))
+pub(super) const GIB: i64 = 1 << 30;
+
+/// CreateVolume of `name` with one capability and 1 GiB, which must succeed.
+pub(super) async fn create_volume(
+    csi: &Csi,
+    name: &str,
+    capability: VolumeCapability,
+    tune: impl FnOnce(&mut CreateVolumeRequest),
+) -> Volume {
+    let mut request = CreateVolumeRequest {
+        capacity_range: range(GIB, 0),
+        volume_capabilities: vec![capability],
+        ..create_request(&unique(name))
     };
-    let volume = c
-        .create_volume(volume)
+    tune(&mut request);
+    let mut c = csi.controller.clone();
+    c.create_volume(request)
         .await
         .unwrap()
         .into_inner()
         .volume
-        .unwrap();
-    assert_eq!(
-        volume.volume_context["storch.io/attachment"],
-        family.attachment
-    );
-    assert_eq!(volume.volume_context["storch.io/backend"], "be");
-    assert_ne!(on_array().await, before, "the array holds the volume");
+        .unwrap()
+}
 
-    let snapshot = if family.snapshots {
-        let snap = CreateSnapshotRequest {
-            source_volume_id: volume.volume_id.clone(),
-            name: unique("snap"),
-            ..CreateSnapshotRequest::default()
-        };
-        let snap = c
-            .create_snapshot(snap)
-            .await
-            .unwrap()
-            .into_inner()
-            .snapshot
-            .unwrap();
-        assert!(snap.ready_to_use);
-        Some(snap.snapshot_id)
-    } else {
-        None
+/// CreateSnapshot of `volume_id`, which must succeed and be ready to use.
+pub(super) async fn snapshot(csi: &Csi, volume_id: &str, name: &str) -> Snapshot {
+    let request = CreateSnapshotRequest {
+        source_volume_id: volume_id.to_string(),
+        name: unique(name),
+        ..CreateSnapshotRequest::default()
     };
+    let mut c = csi.controller.clone();
+    let snap = c
+        .create_snapshot(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    assert!(snap.ready_to_use);
+    snap
+}
 
+pub(super) async fn delete_snapshot(csi: &Csi, snapshot_id: String) {
+    let request = DeleteSnapshotRequest {
+        snapshot_id,
+        ..Default::default()
+    };
+    csi.controller
+        .clone()
+        .delete_snapshot(request)
+        .await
+        .unwrap();
+}
+
+/// ControllerExpandVolume to 2 GiB, which must succeed with at least that capacity.
+pub(super) async fn expand(csi: &Csi, volume_id: &str) -> ControllerExpandVolumeResponse {
     let grow = ControllerExpandVolumeRequest {
-        volume_id: volume.volume_id.clone(),
-        capacity_range: range(2 * gib, 0),
+        volume_id: volume_id.to_string(),
+        capacity_range: range(2 * GIB, 0),
         ..ControllerExpandVolumeRequest::default()
     };
+    let mut c = csi.controller.clone();
     let grown = c.controller_expand_volume(grow).await.unwrap().into_inner();
-    assert!(grown.capacity_bytes >= 2 * gib, "{grown:?}");
+    assert!(grown.capacity_bytes >= 2 * GIB, "{grown:?}");
+    grown
+}
 
-    let publish = publish_req(&volume.volume_id, NODE, family.capability.clone(), false);
+/// ControllerPublishVolume to `node`, twice: the same answer both times (idempotent), whose
+/// context keys are all storch's.
+pub(super) async fn publish_twice(
+    csi: &Csi,
+    volume_id: &str,
+    node: &str,
+    capability: VolumeCapability,
+) -> ControllerPublishVolumeResponse {
+    let publish = publish_req(volume_id, node, capability, false);
+    let mut c = csi.controller.clone();
     let first = c
         .controller_publish_volume(publish.clone())
         .await
@@ -96,6 +121,39 @@ async fn lifecycle(family: Family, on_array: impl AsyncFn() -> BTreeSet<String>)
         .unwrap()
         .into_inner();
     assert_eq!(first, again, "a publish is idempotent");
+    assert!(
+        first
+            .publish_context
+            .keys()
+            .all(|k| k.starts_with("storch.io/")),
+        "{first:?}"
+    );
+    first
+}
+
+/// Runs the lifecycle on a storch with `family`'s backend; `on_array` lists what the array
+/// holds, compared before and after.
+async fn lifecycle(family: Family, on_array: impl AsyncFn() -> BTreeSet<String>) {
+    let before = on_array().await;
+    let args: Vec<&str> = family.serve_args.iter().map(String::as_str).collect();
+    let csi = Csi::start_on(&args, &[family.backend]).await;
+    let mut c = csi.controller.clone();
+    let volume = create_volume(&csi, "vol", family.capability.clone(), |_| {}).await;
+    assert_eq!(
+        volume.volume_context["storch.io/attachment"],
+        family.attachment
+    );
+    assert_eq!(volume.volume_context["storch.io/backend"], "be");
+    assert_ne!(on_array().await, before, "the array holds the volume");
+
+    let snapshot = if family.snapshots {
+        Some(snapshot(&csi, &volume.volume_id, "snap").await.snapshot_id)
+    } else {
+        None
+    };
+    expand(&csi, &volume.volume_id).await;
+
+    publish_twice(&csi, &volume.volume_id, NODE, family.capability.clone()).await;
     assert_eq!(published_nodes(&csi, &volume.volume_id).await, [NODE]);
     for _ in 0..2 {
         c.controller_unpublish_volume(unpublish_req(&volume.volume_id, NODE))
@@ -105,11 +163,7 @@ async fn lifecycle(family: Family, on_array: impl AsyncFn() -> BTreeSet<String>)
     assert!(published_nodes(&csi, &volume.volume_id).await.is_empty());
 
     if let Some(snapshot_id) = snapshot {
-        let delete = DeleteSnapshotRequest {
-            snapshot_id,
-            ..Default::default()
-        };
-        c.delete_snapshot(delete).await.unwrap();
+        delete_snapshot(&csi, snapshot_id).await;
     }
     csi.delete(&volume.volume_id).await;
     assert_eq!(on_array().await, before, "nothing is left on the array");

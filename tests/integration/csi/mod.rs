@@ -2,8 +2,8 @@
 //! of a real `storch serve --csi-endpoint`, against the fake backend. One file per service:
 //! `identity`, `volumes` (create, delete, validate, list, capacity, expand), `snapshots`
 //! (snapshots and the volumes made from them or cloned), `arrays` (a lifecycle on local
-//! directories and the SolidFire, E-Series and NexentaStor simulators), `publish` (ControllerPublish and
-//! Unpublish, ControllerGetVolume), `topology` (backends' supportedTopologies and CSI's
+//! directories and the SolidFire, E-Series and NexentaStor simulators; its steps are shared
+//! with `ontap`), `publish` (ControllerPublish and Unpublish, ControllerGetVolume), `topology` (backends' supportedTopologies and CSI's
 //! accessibility requirements), `node` and `node_rules` (the Node service on the recording
 //! fake host) and `node_real` (`storch csi node` and real mounts, as root). Requirement ids
 //! (ID-n, CT-n, ND-n, SX-n) are in the test names' doc comments.

@@ -1,18 +1,19 @@
 //! The Controller against the ONTAP simulator (ontap-nas and ontap-san over real HTTPS): a
 //! whole lifecycle — volumes by capability, snapshot, restore, clone, expansion, paging,
-//! publish and unpublish to nodes, deletes — ends with nothing left on the array.
+//! publish and unpublish to nodes, deletes — ends with nothing left on the array. Its steps
+//! are the other arrays' lifecycle's (`arrays`); both backends share one storch, so placement
+//! by capability, clones and paging are checked across them.
 
 use serde_json::json;
+use storch::csi::proto::ListVolumesRequest;
 use storch::csi::proto::volume_capability::access_mode::Mode;
 use storch::csi::proto::volume_content_source::{SnapshotSource, Type, VolumeSource};
-use storch::csi::proto::{
-    ControllerExpandVolumeRequest, CreateSnapshotRequest, CreateVolumeRequest,
-    DeleteSnapshotRequest, ListVolumesRequest, VolumeContentSource,
-};
+use storch::csi::proto::{CreateVolumeRequest, VolumeContentSource};
 use storch::sim::ontap::SimOptions;
 
+use super::arrays::{create_volume, delete_snapshot, expand, publish_twice, snapshot};
 use super::publish::{publish_req, published_nodes, unpublish_req};
-use super::{Csi, block, code, create_request, mount, range, unique};
+use super::{Csi, block, code, mount};
 use crate::support::ontap::{array_volumes, backend, sim_in};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,91 +39,48 @@ async fn lifecycle_on_the_ontap_simulator() {
     );
     let csi = Csi::start_on(&[], &[nas, san]).await;
     let mut c = csi.controller.clone();
-    let gib = 1i64 << 30;
 
-    let file = CreateVolumeRequest {
-        capacity_range: range(gib, 0),
-        volume_capabilities: vec![mount(Mode::MultiNodeMultiWriter)],
-        ..create_request(&unique("nasvol"))
-    };
-    let file = c
-        .create_volume(file)
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
+    let file = create_volume(&csi, "nasvol", mount(Mode::MultiNodeMultiWriter), |_| {}).await;
     assert_eq!(file.volume_context["storch.io/attachment"], "nfs");
     assert!(!file.volume_context["storch.io/nfsPath"].is_empty());
-    let lun = CreateVolumeRequest {
-        capacity_range: range(gib, 0),
-        volume_capabilities: vec![block(Mode::SingleNodeWriter)],
-        ..create_request(&unique("lun"))
-    };
-    let lun = c
-        .create_volume(lun)
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
+    let lun = create_volume(&csi, "lun", block(Mode::SingleNodeWriter), |_| {}).await;
     assert_eq!(lun.volume_context["storch.io/attachment"], "iscsi");
     assert!(!lun.volume_context["storch.io/iscsiTargetIqn"].is_empty());
 
-    let snap = CreateSnapshotRequest {
-        source_volume_id: file.volume_id.clone(),
-        name: unique("cut"),
-        ..CreateSnapshotRequest::default()
+    let snap = snapshot(&csi, &file.volume_id, "cut").await;
+    // A volume from a source, of the source's size.
+    let from = |t: Type| {
+        move |r: &mut CreateVolumeRequest| {
+            r.capacity_range = None;
+            r.volume_content_source = Some(VolumeContentSource { r#type: Some(t) });
+        }
     };
-    let snap = c
-        .create_snapshot(snap)
-        .await
-        .unwrap()
-        .into_inner()
-        .snapshot
-        .unwrap();
-    assert!(snap.ready_to_use);
-    let source = |t| Some(VolumeContentSource { r#type: Some(t) });
-    let restored = CreateVolumeRequest {
-        volume_content_source: source(Type::Snapshot(SnapshotSource {
+    let restored = create_volume(
+        &csi,
+        "restored",
+        mount(Mode::MultiNodeMultiWriter),
+        from(Type::Snapshot(SnapshotSource {
             snapshot_id: snap.snapshot_id.clone(),
         })),
-        volume_capabilities: vec![mount(Mode::MultiNodeMultiWriter)],
-        ..create_request(&unique("restored"))
-    };
-    let restored = c
-        .create_volume(restored)
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
+    )
+    .await;
     assert!(restored.content_source.is_some());
-    let clone = CreateVolumeRequest {
-        volume_content_source: source(Type::Volume(VolumeSource {
+    let clone = create_volume(
+        &csi,
+        "lunclone",
+        block(Mode::SingleNodeWriter),
+        from(Type::Volume(VolumeSource {
             volume_id: lun.volume_id.clone(),
         })),
-        volume_capabilities: vec![block(Mode::SingleNodeWriter)],
-        ..create_request(&unique("lunclone"))
-    };
-    let clone = c
-        .create_volume(clone)
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
+    )
+    .await;
     assert_eq!(clone.volume_context["storch.io/attachment"], "iscsi");
 
     for (v, node) in [(&file, false), (&lun, true)] {
-        let grow = ControllerExpandVolumeRequest {
-            volume_id: v.volume_id.clone(),
-            capacity_range: range(2 * gib, 0),
-            ..ControllerExpandVolumeRequest::default()
-        };
-        let grown = c.controller_expand_volume(grow).await.unwrap().into_inner();
-        assert!(grown.capacity_bytes >= 2 * gib);
-        assert_eq!(grown.node_expansion_required, node);
+        assert_eq!(
+            expand(&csi, &v.volume_id).await.node_expansion_required,
+            node
+        );
     }
     let page = ListVolumesRequest {
         max_entries: 3,
@@ -157,24 +115,7 @@ async fn lifecycle_on_the_ontap_simulator() {
         ),
     ] {
         for node in &nodes {
-            let first = c
-                .controller_publish_volume(publish_req(&v.volume_id, node, cap.clone(), false))
-                .await
-                .unwrap()
-                .into_inner();
-            let again = c
-                .controller_publish_volume(publish_req(&v.volume_id, node, cap.clone(), false))
-                .await
-                .unwrap()
-                .into_inner();
-            assert_eq!(first, again);
-            assert!(
-                first
-                    .publish_context
-                    .keys()
-                    .all(|k| k.starts_with("storch.io/")),
-                "{first:?}"
-            );
+            publish_twice(&csi, &v.volume_id, node, cap.clone()).await;
         }
         let mut expected: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
         expected.sort();
@@ -210,11 +151,7 @@ async fn lifecycle_on_the_ontap_simulator() {
     for v in [&restored, &clone] {
         csi.delete(&v.volume_id).await;
     }
-    let delete = DeleteSnapshotRequest {
-        snapshot_id: snap.snapshot_id,
-        ..Default::default()
-    };
-    c.delete_snapshot(delete).await.unwrap();
+    delete_snapshot(&csi, snap.snapshot_id).await;
     for v in [&file, &lun] {
         csi.delete(&v.volume_id).await;
     }
