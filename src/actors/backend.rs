@@ -590,13 +590,7 @@ async fn record(shared: &Shared, name: &str, discovery: Option<&Discovery>, obse
                 },
             ));
         }
-        let same = b.observed.as_ref().is_some_and(|o| {
-            Observation {
-                observed_ms: observed.observed_ms,
-                ..o.clone()
-            } == observed
-        });
-        if !same {
+        if b.observation_differs(&observed) {
             events.push(Event::backend(
                 name,
                 BackendEvent::Observed(Box::new(observed)),

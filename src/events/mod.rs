@@ -512,6 +512,45 @@ mod tests {
     }
 
     #[test]
+    fn observations_round_trip_and_read_for_people() {
+        let observation = |health, free: &[(&str, u64)]| Observation {
+            health,
+            observed_ms: 1_767_323_045_678,
+            free_bytes: free.iter().map(|(p, b)| (p.to_string(), *b)).collect(),
+            config: Some("{}".into()),
+            min_bytes: 1,
+            max_bytes: Some(1 << 40),
+        };
+        let failed = Health::Failed {
+            reason: "array unreachable".into(),
+        };
+        for (o, words) in [
+            (
+                observation(Health::Online, &[("p1", 10 << 30), ("p2", 512 << 20)]),
+                "backend b1 is online (free: p1 10 GiB, p2 512 MiB)",
+            ),
+            (observation(Health::Online, &[]), "backend b1 is online"),
+            (
+                observation(failed, &[]),
+                "backend b1 failed: array unreachable",
+            ),
+        ] {
+            let ev = Event::backend("b1", BackendEvent::Observed(Box::new(o)));
+            assert_eq!(decode(SCHEMA_VERSION, &encode(&ev)).unwrap(), ev);
+            assert_eq!(ev.kind(), "BackendObserved");
+            assert_eq!(ev.summary(), words);
+            assert_eq!(ev.stream(), "backend/b1");
+        }
+        // Appended after every older variant: their encodings are unchanged.
+        let resumed = encode(&Event::backend("b1", BackendEvent::Resumed));
+        let observed = Event::backend(
+            "b1",
+            BackendEvent::Observed(Box::new(observation(Health::Online, &[]))),
+        );
+        assert!(encode(&observed) > resumed, "a later variant index");
+    }
+
+    #[test]
     fn suspension_events_round_trip_and_read_for_people() {
         for (event, kind, words) in [
             (

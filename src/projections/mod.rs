@@ -81,6 +81,20 @@ pub struct BackendRecord {
     pub observed: Option<Observation>,
 }
 
+impl BackendRecord {
+    /// Whether `observed` says something the last recording (its free bytes as adjusted
+    /// since) does not: only then is it recorded. The time it was observed aside, so a retry
+    /// that fails the same way, or a restart that finds what the log says, records nothing.
+    pub fn observation_differs(&self, observed: &Observation) -> bool {
+        self.observed.as_ref().is_none_or(|last| {
+            last.health != observed.health
+                || last.free_bytes != observed.free_bytes
+                || last.config != observed.config
+                || (last.min_bytes, last.max_bytes) != (observed.min_bytes, observed.max_bytes)
+        })
+    }
+}
+
 /// One volume, kept small: a million of them live in memory (48 bytes, boxed in
 /// [`Volumes`]). The hot fields are plain; the Trident config (with its access information) is
 /// kept in a compact encoding that skips empty fields and is decoded on demand

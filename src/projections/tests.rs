@@ -502,3 +502,58 @@ fn classes_match_pools_from_the_state_alone() {
     assert!(state.class_view("all").unwrap().pools.is_empty());
     assert!(state.classes_of_pools().is_empty());
 }
+
+#[test]
+fn only_an_observation_that_says_something_new_is_to_be_recorded() {
+    let mut state = State::default();
+    observed_backend(&mut state);
+    let Event::Backend {
+        event: BackendEvent::Observed(last),
+        ..
+    } = observed(Health::Online, &[("p1", 10 << 30), ("p2", 5 << 30)])
+    else {
+        unreachable!()
+    };
+    let rec = &state.backends["b1"];
+    let later = Observation {
+        observed_ms: last.observed_ms + 60_000,
+        ..(*last).clone()
+    };
+    assert!(!rec.observation_differs(&later), "only the time differs");
+    let failed = |reason: &str| Observation {
+        health: Health::Failed {
+            reason: reason.into(),
+        },
+        ..(*last).clone()
+    };
+    assert!(rec.observation_differs(&failed("array unreachable")));
+    let mut state = state.clone();
+    let ev = BackendEvent::Observed(Box::new(failed("array unreachable")));
+    state.apply(4, &Event::backend("b1", ev));
+    let rec = &state.backends["b1"];
+    assert!(
+        !rec.observation_differs(&failed("array unreachable")),
+        "a retry failing alike"
+    );
+    assert!(
+        rec.observation_differs(&failed("login refused")),
+        "another reason"
+    );
+    assert!(rec.observation_differs(&later), "back online");
+    let other_config = Observation {
+        config: Some("{}".into()),
+        ..later.clone()
+    };
+    let mut fresh = State::default();
+    observed_backend(&mut fresh);
+    let rec = &fresh.backends["b1"];
+    assert!(rec.observation_differs(&other_config));
+    let less_free = Observation {
+        free_bytes: BTreeMap::from([("p1".into(), 1 << 30)]),
+        ..later
+    };
+    assert!(rec.observation_differs(&less_free));
+    let mut unrecorded = fresh.clone();
+    unrecorded.backends.get_mut("b1").unwrap().observed = None;
+    assert!(unrecorded.backends["b1"].observation_differs(&less_free));
+}

@@ -1079,7 +1079,7 @@ async fn a_standby_answers_backend_class_and_explain_reads_as_the_leader_does() 
     wait_standby_of(&b, "a").await;
     let standby = TestServer::serving(b.core(), Default::default()).await;
     standby_answers_as_the_leader(&client, &leader.url, &standby.url).await;
-    // What the answers hold: the recording, not today's "not run here".
+    // What the answers hold: the leader's recording, not "not run here".
     let (_, f1) = get_json(&client, &standby.url("/trident/v1/backend/f1")).await;
     let f1 = &f1["backend"];
     assert_eq!(f1["state"], "online", "{f1}");
