@@ -368,7 +368,8 @@ impl Core {
                 let state = match slot.map(|s| s.status.state()) {
                     _ if !rec.online => BackendState::Offline,
                     Some(st) => st,
-                    None => BackendState::Failed(String::new()),
+                    // Not run here (a standby): as the leader recorded it.
+                    None => BackendState::recorded(rec.observed.as_ref()),
                 };
                 *stats.backends_by_state.entry(state.as_str()).or_default() += 1;
                 let free = rec.observed.as_ref().map(|o| &o.free_bytes);
