@@ -535,6 +535,7 @@ mod tests {
         assert_eq!(b["state"], "online");
         assert!(b.get("stateReason").is_none());
         assert_eq!(b["userState"], "normal");
+        assert_eq!(b["observedAt"], "2026-01-02T03:04:05.678Z");
         assert_eq!(b["storage"]["p1"]["name"], "p1");
         assert_eq!(
             b["storage"]["p1"]["storageClasses"],
@@ -574,6 +575,14 @@ mod tests {
         let out = serde_json::to_value(BackendExternal::from(view)).unwrap();
         assert_eq!(out["state"], "offline");
         assert_eq!(out["online"], false);
+        // On a standby, before its leader recorded anything of it.
+        let mut view = backend_view();
+        view.state = BackendState::Unrecorded;
+        view.observed_ms = None;
+        let out = serde_json::to_value(BackendExternal::from(view)).unwrap();
+        assert_eq!(out["state"], "unknown");
+        assert_eq!(out["stateReason"], "not yet recorded by the leader");
+        assert!(out.get("observedAt").is_none());
     }
 
     #[test]
