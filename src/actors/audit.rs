@@ -368,16 +368,17 @@ impl Core {
                 let state = match slot.map(|s| s.status.state()) {
                     _ if !rec.online => BackendState::Offline,
                     Some(st) => st,
-                    None => BackendState::Failed(String::new()),
+                    // Not run here (a standby): as the leader recorded it.
+                    None => BackendState::recorded(rec.observed.as_ref()),
                 };
                 *stats.backends_by_state.entry(state.as_str()).or_default() += 1;
-                let free = slot.map(|s| s.status.free_bytes()).unwrap_or_default();
+                let free = rec.observed.as_ref().map(|o| &o.free_bytes);
                 for p in &rec.pools {
                     stats.pools.push(PoolStats {
                         backend: name.clone(),
                         pool: p.name.clone(),
                         total_bytes: p.total_bytes,
-                        free_bytes: free.get(&p.name).copied(),
+                        free_bytes: free.and_then(|f| f.get(&p.name).copied()),
                         used_bytes: used
                             .get(&(name.as_str(), p.name.as_str()))
                             .copied()

@@ -9,9 +9,9 @@ use actix::prelude::*;
 use super::drift::{self, DriftReport, ReconcileBackend};
 use super::error::{CoreError, RequestCtx};
 use super::messages::{DeleteBackend, PreparedBackend, StopBackend, UpdateBackend};
-use super::shared::{BackendSlot, BackendStatus, Shared, retry_delay, write};
-use crate::drivers::{DriverError, LimitedDriver, StorageDriver, limit};
-use crate::events::{BackendEvent, Event, Noticed, VolumeEvent};
+use super::shared::{BackendSlot, BackendStatus, Shared, now_ms, retry_delay, write};
+use crate::drivers::{Discovery, DriverError, LimitedDriver, SizeLimits, StorageDriver, limit};
+use crate::events::{BackendEvent, Event, Health, Noticed, Observation, VolumeEvent};
 use crate::projections::{BackendState, VolumeState};
 
 pub(crate) struct BackendActor {
@@ -122,7 +122,6 @@ pub(crate) async fn prepare(
     if discovery.backend_name != label {
         // Metrics and spans name the backend; its name was known only now.
         driver = LimitedDriver::new(&discovery.backend_name, built.driver, limit);
-        driver.set_free_bytes(discovery.free_bytes.clone());
     }
     Ok(PreparedBackend {
         name: discovery.backend_name.clone(),
@@ -210,6 +209,10 @@ pub(crate) async fn add(
                 pools: prepared.discovery.pools.clone(),
             },
         ),
+        Event::backend(
+            &name,
+            BackendEvent::Observed(Box::new(online(&prepared.driver, &prepared.discovery))),
+        ),
     ];
     if !prepared.topology.is_empty() {
         let segments = prepared.topology.clone();
@@ -274,6 +277,12 @@ async fn decide_update(
             BackendEvent::TopologyDeclared { segments },
         ));
     }
+    // `Updated` forgets what was observed of the old config.
+    let observed = online(&prepared.driver, &prepared.discovery);
+    events.push(Event::backend(
+        &new_name,
+        BackendEvent::Observed(Box::new(observed)),
+    ));
     let mut unreached = Vec::new();
     for vol in &old.volumes {
         let Some(rec) = shared.projection.read(|s| s.volumes.get(vol).cloned()) else {
@@ -464,7 +473,20 @@ impl BackendActor {
         tracing::warn!(backend = %self.name, error = %e, retry_in = ?delay,
             "backend failed to initialise");
         self.status.set_state(BackendState::Failed(e.to_string()));
+        self.record_failure(ctx, e.to_string());
         ctx.run_later(delay, |act, ctx| act.initialise(ctx));
+    }
+
+    /// Records that the driver failed to start, unless the log already says so with this
+    /// reason (a retry that fails the same way records nothing).
+    fn record_failure(&mut self, ctx: &mut Context<Self>, reason: String) {
+        let limits = self
+            .status
+            .driver()
+            .map_or(SizeLimits::ANY, |d| d.size_limits());
+        let failed = observation(Health::Failed { reason }, &limits, Default::default(), None);
+        let (shared, name) = (self.shared.clone(), self.name.clone());
+        ctx.spawn(async move { record(&shared, &name, None, failed).await }.into_actor(self));
     }
 
     fn initialise(&mut self, ctx: &mut Context<Self>) {
@@ -490,7 +512,13 @@ impl BackendActor {
         let topology = self.topology.take();
         let fut = async move {
             let discovery = driver.discover().await?;
-            record_discovery(&shared, &name, &discovery).await;
+            record(
+                &shared,
+                &name,
+                Some(&discovery),
+                online(&driver, &discovery),
+            )
+            .await;
             if let Some(segments) = topology {
                 record_topology(&shared, &name, segments).await;
             }
@@ -519,24 +547,62 @@ impl BackendActor {
     }
 }
 
-/// Records the discovered pools when they differ from what the log holds.
-async fn record_discovery(shared: &Shared, name: &str, discovery: &crate::drivers::Discovery) {
-    let changed = shared.projection.read(|s| {
-        s.backends
-            .get(name)
-            .is_some_and(|b| b.pools != discovery.pools || b.protocol != discovery.protocol)
-    });
-    if changed {
-        let ev = Event::backend(
-            name,
-            BackendEvent::PoolsDiscovered {
-                protocol: discovery.protocol,
-                pools: discovery.pools.clone(),
-            },
-        );
-        if let Err(e) = shared.append("discovery", vec![ev]).await {
-            tracing::warn!(backend = %name, error = %e, "could not record discovered pools");
+/// What to record of a driver whose discovery just answered.
+fn online(driver: &LimitedDriver, discovery: &Discovery) -> Observation {
+    let config = Some(driver.external_config().to_string());
+    let free = discovery.free_bytes.clone();
+    observation(Health::Online, &driver.size_limits(), free, config)
+}
+
+fn observation(
+    health: Health,
+    limits: &SizeLimits,
+    free_bytes: std::collections::BTreeMap<String, u64>,
+    config: Option<String>,
+) -> Observation {
+    Observation {
+        health,
+        observed_ms: now_ms(),
+        free_bytes,
+        config,
+        min_bytes: limits.min_bytes,
+        max_bytes: limits.max_bytes,
+    }
+}
+
+/// Records, in one batch, the discovered pools when they differ from what the log holds and
+/// what was observed when it differs from the last recording (its free bytes as adjusted
+/// since; the time aside), so that a standby answers as this leader does.
+async fn record(shared: &Shared, name: &str, discovery: Option<&Discovery>, observed: Observation) {
+    let events = shared.projection.read(|s| {
+        let Some(b) = s.backends.get(name) else {
+            return Vec::new();
+        };
+        let mut events = Vec::new();
+        if let Some(d) = discovery
+            && (b.pools != d.pools || b.protocol != d.protocol)
+        {
+            events.push(Event::backend(
+                name,
+                BackendEvent::PoolsDiscovered {
+                    protocol: d.protocol,
+                    pools: d.pools.clone(),
+                },
+            ));
         }
+        if b.observation_differs(&observed) {
+            events.push(Event::backend(
+                name,
+                BackendEvent::Observed(Box::new(observed)),
+            ));
+        }
+        events
+    });
+    if events.is_empty() {
+        return;
+    }
+    if let Err(e) = shared.append("discovery", events).await {
+        tracing::warn!(backend = %name, error = %e, "could not record what was observed of the backend");
     }
 }
 
@@ -563,6 +629,8 @@ impl Actor for BackendActor {
             BackendState::Initializing => self.initialise(ctx),
             // Added or updated over the API just now: compared with its array from now on.
             BackendState::Online => self.start_drift(ctx),
+            // The recorded config cannot be used: recorded once, as a failure to start.
+            BackendState::Failed(why) => self.record_failure(ctx, why),
             _ => {}
         }
     }

@@ -48,23 +48,9 @@ pub(crate) fn start(shared: &Arc<Shared>, name: &str, compiled: Arc<CompiledClas
     write(&shared.classes).insert(name.to_string(), slot);
 }
 
-/// Pools of online backends that the class matches
-/// (docs/trident-contract.md#matching-a-pool-to-a-class; offline backends' pools leave every
-/// class).
+/// Pools of online backends that the class matches (`State::matching_pools`).
 fn matching_pools(shared: &Shared, class: &CompiledClass) -> BTreeSet<PoolRef> {
-    shared.projection.read(|state| {
-        state
-            .backends
-            .iter()
-            .filter(|(_, b)| b.online)
-            .flat_map(|(name, b)| {
-                b.pools
-                    .iter()
-                    .filter(|p| class.matches(name, p))
-                    .map(|p| PoolRef::new(name.clone(), p.name.clone()))
-            })
-            .collect()
-    })
+    shared.projection.read(|state| state.matching_pools(class))
 }
 
 /// Asks every class actor to rematch and waits for all of them.

@@ -85,8 +85,12 @@ pub(crate) fn plan(
                 wrong_size.push(format!("{pool}: {why}"));
                 continue;
             }
-            let free = driver.and_then(|d| d.pool_free_bytes(&pool.pool));
-            if free.is_some_and(|f| f < size_bytes) {
+            // As the leader recorded them, adjusted by the volumes created and deleted since.
+            let free = rec
+                .observed
+                .as_ref()
+                .and_then(|o| o.free_bytes.get(&pool.pool));
+            if free.is_some_and(|f| *f < size_bytes) {
                 short += 1;
                 continue;
             }

@@ -2,7 +2,7 @@
 //! so no file names another's actor type), the runtime status of backends, the readiness and
 //! the event log's appender.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -83,11 +83,6 @@ impl BackendStatus {
                 "backend {backend} is still initializing"
             ))),
         }
-    }
-
-    /// Free bytes per pool, where known.
-    pub fn free_bytes(&self) -> BTreeMap<String, u64> {
-        self.driver().map(|d| d.free_bytes()).unwrap_or_default()
     }
 }
 
@@ -255,20 +250,13 @@ impl Shared {
             slot.stop.do_send(StopBackend);
         }
     }
+}
 
-    /// Classes each pool belongs to (sorted), for backend views.
-    pub fn classes_of_pools(&self) -> HashMap<PoolRef, Vec<String>> {
-        let mut out: HashMap<PoolRef, Vec<String>> = HashMap::new();
-        let classes = read(&self.classes);
-        let mut names: Vec<&String> = classes.keys().collect();
-        names.sort();
-        for name in names {
-            for pool in classes[name].matched.iter() {
-                out.entry(pool.clone()).or_default().push(name.clone());
-            }
-        }
-        out
-    }
+/// The wall clock in Unix milliseconds (for what an event says was noticed or observed when).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// How long an actor waits before retrying failed work (a backend's driver start, a volume's

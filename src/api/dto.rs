@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::actors::{
-    BackendState, BackendView, EventRecord, Explanation, PoolExplanation, PoolView, SnapshotView,
+    BackendView, EventRecord, Explanation, PoolExplanation, PoolView, SnapshotView,
     StorageClassView, VolumeView,
 };
 use crate::model::{Offer, Protocol, StorageClassConfig, VolumeConfig};
@@ -118,10 +118,11 @@ pub struct BackendExternal {
     pub storage: BTreeMap<String, PoolExternal>,
     pub online: bool,
     pub volumes: Vec<String>,
-    /// storch: `initializing`, `online`, `offline` or `failed`.
+    /// storch: `initializing`, `online`, `offline`, `failed`, or on a standby `unknown` (its
+    /// leader has not recorded it yet).
     #[schema(value_type = String)]
     pub state: &'static str,
-    /// storch: why the backend failed.
+    /// storch: why the backend failed (or is `unknown`).
     #[serde(rename = "stateReason", skip_serializing_if = "Option::is_none")]
     pub state_reason: Option<String>,
     /// storch: what an operator decided, `normal` or `suspended` (no new volumes land there;
@@ -129,6 +130,11 @@ pub struct BackendExternal {
     #[serde(rename = "userState")]
     #[schema(value_type = String)]
     pub user_state: &'static str,
+    /// storch: when the leader recorded what `config` and the pools' `freeBytes` say, and, on
+    /// a standby, `state` (RFC 3339, UTC, milliseconds); the free bytes are adjusted since by
+    /// the volumes created, resized and deleted. Absent until the leader recorded it.
+    #[serde(rename = "observedAt", skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<String>,
 }
 
 /// A pool inside [`BackendExternal`], plus its capacity where known.
@@ -417,10 +423,7 @@ impl From<PoolView> for PoolExternal {
 impl From<BackendView> for BackendExternal {
     fn from(b: BackendView) -> Self {
         let state = b.state.as_str();
-        let state_reason = match b.state {
-            BackendState::Failed(reason) => Some(reason),
-            _ => None,
-        };
+        let state_reason = b.state.reason().map(str::to_string);
         BackendExternal {
             name: b.name,
             protocol: b.protocol,
@@ -435,6 +438,7 @@ impl From<BackendView> for BackendExternal {
             state,
             state_reason,
             user_state: b.user_state.as_str(),
+            observed_at: b.observed_ms.map(rfc3339_ms),
         }
     }
 }
@@ -469,6 +473,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+    use crate::actors::BackendState;
     use crate::actors::VolumeState;
     use crate::model::AccessInfo;
     use serde_json::json;
@@ -511,6 +516,7 @@ mod tests {
             state: BackendState::Online,
             volumes: vec!["v1".into(), "v2".into()],
             user_state: crate::model::UserState::Normal,
+            observed_ms: Some(1_767_323_045_678),
         }
     }
 
@@ -529,6 +535,7 @@ mod tests {
         assert_eq!(b["state"], "online");
         assert!(b.get("stateReason").is_none());
         assert_eq!(b["userState"], "normal");
+        assert_eq!(b["observedAt"], "2026-01-02T03:04:05.678Z");
         assert_eq!(b["storage"]["p1"]["name"], "p1");
         assert_eq!(
             b["storage"]["p1"]["storageClasses"],
@@ -568,6 +575,14 @@ mod tests {
         let out = serde_json::to_value(BackendExternal::from(view)).unwrap();
         assert_eq!(out["state"], "offline");
         assert_eq!(out["online"], false);
+        // On a standby, before its leader recorded anything of it.
+        let mut view = backend_view();
+        view.state = BackendState::Unrecorded;
+        view.observed_ms = None;
+        let out = serde_json::to_value(BackendExternal::from(view)).unwrap();
+        assert_eq!(out["state"], "unknown");
+        assert_eq!(out["stateReason"], "not yet recorded by the leader");
+        assert!(out.get("observedAt").is_none());
     }
 
     #[test]

@@ -156,6 +156,11 @@ impl ControllerService {
             Ok(BackendState::Initializing) => abnormal(format!(
                 "backend {backend} of volume {name} is still initializing"
             )),
+            Ok(state @ BackendState::Unrecorded) => abnormal(format!(
+                "backend {backend} of volume {name} is {}: {}",
+                state.as_str(),
+                state.reason().unwrap_or_default()
+            )),
             Err(e) => abnormal(format!("backend {backend} of volume {name}: {e}")),
         }
     }

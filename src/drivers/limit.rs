@@ -2,12 +2,12 @@
 //! once (`concurrencyLimit`). Calls beyond the limit wait in a FIFO semaphore queue; the
 //! wrapper counts calls queued and running (the placement policy orders backends by them),
 //! records each call's duration (`storch_driver_call_seconds{backend, call, outcome}`) and
-//! its wait for a permit (`storch_backend_queue_seconds`), and keeps the free bytes per pool
-//! as last discovered, adjusted by the creates, clones, resizes and destroys it runs.
+//! its wait for a permit (`storch_backend_queue_seconds`). The free bytes per pool are not
+//! kept here: the backend's actor records what a discovery found (`BackendObserved`) and the
+//! projection adjusts it by the volumes created, resized and deleted since.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
@@ -52,7 +52,6 @@ pub struct LimitedDriver {
     limit: usize,
     queued: AtomicUsize,
     in_flight: AtomicUsize,
-    free_bytes: RwLock<BTreeMap<String, u64>>,
 }
 
 impl LimitedDriver {
@@ -65,7 +64,6 @@ impl LimitedDriver {
             limit,
             queued: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
-            free_bytes: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -82,39 +80,6 @@ impl LimitedDriver {
     /// Calls running.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
-    }
-
-    /// Free bytes per pool, as last discovered and adjusted by the calls since.
-    pub fn free_bytes(&self) -> BTreeMap<String, u64> {
-        self.free_bytes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Free bytes of one pool, where known.
-    pub fn pool_free_bytes(&self, pool: &str) -> Option<u64> {
-        self.free_bytes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(pool)
-            .copied()
-    }
-
-    /// Replaces the free bytes (a discovery made before this wrapper existed).
-    pub fn set_free_bytes(&self, free: BTreeMap<String, u64>) {
-        *self.free_bytes.write().unwrap_or_else(|e| e.into_inner()) = free;
-    }
-
-    fn adjust_free(&self, pool: &str, bytes: u64, release: bool) {
-        let mut map = self.free_bytes.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(free) = map.get_mut(pool) {
-            *free = if release {
-                free.saturating_add(bytes)
-            } else {
-                free.saturating_sub(bytes)
-            };
-        }
     }
 
     /// Runs `call` (named `kind`) once a permit is free, counting and timing it.
@@ -182,21 +147,15 @@ impl StorageDriver for LimitedDriver {
     }
 
     async fn discover(&self) -> DriverResult<Discovery> {
-        let discovery = self.run("discover", self.inner.discover()).await?;
-        self.set_free_bytes(discovery.free_bytes.clone());
-        Ok(discovery)
+        self.run("discover", self.inner.discover()).await
     }
 
     async fn create(&self, req: &CreateRequest) -> DriverResult<VolumeInfo> {
-        let info = self.run("create", self.inner.create(req)).await?;
-        self.adjust_free(&info.pool, info.size_bytes, false);
-        Ok(info)
+        self.run("create", self.inner.create(req)).await
     }
 
     async fn clone_volume(&self, req: &CloneRequest) -> DriverResult<VolumeInfo> {
-        let info = self.run("clone", self.inner.clone_volume(req)).await?;
-        self.adjust_free(&info.pool, info.size_bytes, false);
-        Ok(info)
+        self.run("clone", self.inner.clone_volume(req)).await
     }
 
     async fn get(&self, internal_name: &str) -> DriverResult<Option<VolumeInfo>> {
@@ -207,38 +166,13 @@ impl StorageDriver for LimitedDriver {
         self.run("adopt", self.inner.adopt(planned)).await
     }
 
-    /// Looks the volume up first (in the same permit) to give its bytes back to its pool.
     async fn destroy(&self, internal_name: &str) -> DriverResult<()> {
-        let released = self
-            .run("destroy", async {
-                let existing = self.inner.get(internal_name).await.ok().flatten();
-                self.inner.destroy(internal_name).await?;
-                Ok(existing)
-            })
-            .await?;
-        if let Some(info) = released {
-            self.adjust_free(&info.pool, info.size_bytes, true);
-        }
-        Ok(())
+        self.run("destroy", self.inner.destroy(internal_name)).await
     }
 
-    /// Looks the volume up first (in the same permit) to take the growth from its pool.
     async fn resize(&self, internal_name: &str, size_bytes: u64) -> DriverResult<()> {
-        let before = self
-            .run("resize", async {
-                let before = self.inner.get(internal_name).await.ok().flatten();
-                self.inner.resize(internal_name, size_bytes).await?;
-                Ok(before)
-            })
-            .await?;
-        if let Some(info) = before {
-            self.adjust_free(
-                &info.pool,
-                size_bytes.saturating_sub(info.size_bytes),
-                false,
-            );
-        }
-        Ok(())
+        self.run("resize", self.inner.resize(internal_name, size_bytes))
+            .await
     }
 
     async fn create_snapshot(
@@ -350,20 +284,5 @@ mod tests {
             assert!(call.await.unwrap_err().is_cancelled());
         }
         assert_eq!((d.in_flight(), d.queued()), (0, 0));
-    }
-
-    #[tokio::test]
-    async fn free_bytes_follow_discovery_and_the_calls_made() {
-        let d = LimitedDriver::new("b", fake("0ms"), 4);
-        assert_eq!(d.pool_free_bytes("p1"), None);
-        d.discover().await.unwrap();
-        assert_eq!(d.pool_free_bytes("p1"), Some(10 * GIB));
-        d.create(&create("trident-a")).await.unwrap();
-        assert_eq!(d.pool_free_bytes("p1"), Some(9 * GIB));
-        d.resize("trident-a", 3 * GIB).await.unwrap();
-        assert_eq!(d.pool_free_bytes("p1"), Some(7 * GIB));
-        d.destroy("trident-a").await.unwrap();
-        assert_eq!(d.pool_free_bytes("p1"), Some(10 * GIB));
-        assert_eq!(d.limit(), 4);
     }
 }

@@ -8,6 +8,8 @@ mod drift;
 
 pub use drift::{DriftEvent, Noticed};
 
+use std::collections::BTreeMap;
+
 use crate::model::{
     AccessInfo, PoolInfo, PoolRef, Protocol, Publication, Sealed, Segment, StorageClassConfig,
     VolumeConfig,
@@ -55,6 +57,37 @@ pub enum BackendEvent {
     Suspended,
     /// An operator set the suspended backend back to `normal`: it takes new volumes again.
     Resumed,
+    /// What the leader's backend actor observed of the running driver, recorded when it
+    /// changes (the driver started after an add, update, boot or retry; it failed to start
+    /// with another reason; a discovery gave other free bytes or config), never per volume:
+    /// the fold adjusts the free bytes by the volumes created, resized and deleted since.
+    Observed(Box<Observation>),
+}
+
+/// A backend's health as its leader's actor saw it.
+#[derive(Debug, Clone, PartialEq, Eq, bincode::Encode, bincode::Decode, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Health {
+    /// The driver started and answered its discovery.
+    Online,
+    /// The driver failed to start or to discover the array (retried with backoff).
+    Failed { reason: String },
+}
+
+/// The payload of [`BackendEvent::Observed`].
+#[derive(Debug, Clone, PartialEq, Eq, bincode::Encode, bincode::Decode, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observation {
+    pub health: Health,
+    /// Unix milliseconds when the leader observed it (a moment before its commit).
+    pub observed_ms: u64,
+    /// Free bytes per pool as discovered (empty when failed or unknown to the driver).
+    pub free_bytes: BTreeMap<String, u64>,
+    /// The driver's external config (JSON text, never secrets); `None` when failed.
+    pub config: Option<String>,
+    /// The volume sizes the driver makes (`drivers::SizeLimits`).
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
 }
 
 /// Facts about one storage class.
@@ -229,6 +262,7 @@ impl Event {
                 BackendEvent::TopologyDeclared { .. } => "BackendTopologyDeclared",
                 BackendEvent::Suspended => "BackendSuspended",
                 BackendEvent::Resumed => "BackendResumed",
+                BackendEvent::Observed(_) => "BackendObserved",
             },
             Event::StorageClass { event, .. } => match event {
                 StorageClassEvent::Added { .. } => "StorageClassAdded",
@@ -301,6 +335,21 @@ impl Event {
                 BackendEvent::Resumed => {
                     format!("backend {name} resumed: it takes new volumes again")
                 }
+                BackendEvent::Observed(o) => match &o.health {
+                    Health::Online => {
+                        let free: Vec<String> = o
+                            .free_bytes
+                            .iter()
+                            .map(|(pool, b)| format!("{pool} {}", crate::model::format_size(*b)))
+                            .collect();
+                        if free.is_empty() {
+                            format!("backend {name} is online")
+                        } else {
+                            format!("backend {name} is online (free: {})", free.join(", "))
+                        }
+                    }
+                    Health::Failed { reason } => format!("backend {name} failed: {reason}"),
+                },
             },
             Event::StorageClass { name, event } => match event {
                 StorageClassEvent::Added { .. } => format!("storage class {name} added"),
@@ -469,6 +518,45 @@ mod tests {
         assert_eq!(ev.stream(), "volume/v1");
         assert!(decode(99, &bytes).is_err());
         assert!(decode(SCHEMA_VERSION, &bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn observations_round_trip_and_read_for_people() {
+        let observation = |health, free: &[(&str, u64)]| Observation {
+            health,
+            observed_ms: 1_767_323_045_678,
+            free_bytes: free.iter().map(|(p, b)| (p.to_string(), *b)).collect(),
+            config: Some("{}".into()),
+            min_bytes: 1,
+            max_bytes: Some(1 << 40),
+        };
+        let failed = Health::Failed {
+            reason: "array unreachable".into(),
+        };
+        for (o, words) in [
+            (
+                observation(Health::Online, &[("p1", 10 << 30), ("p2", 512 << 20)]),
+                "backend b1 is online (free: p1 10 GiB, p2 512 MiB)",
+            ),
+            (observation(Health::Online, &[]), "backend b1 is online"),
+            (
+                observation(failed, &[]),
+                "backend b1 failed: array unreachable",
+            ),
+        ] {
+            let ev = Event::backend("b1", BackendEvent::Observed(Box::new(o)));
+            assert_eq!(decode(SCHEMA_VERSION, &encode(&ev)).unwrap(), ev);
+            assert_eq!(ev.kind(), "BackendObserved");
+            assert_eq!(ev.summary(), words);
+            assert_eq!(ev.stream(), "backend/b1");
+        }
+        // Appended after every older variant: their encodings are unchanged.
+        let resumed = encode(&Event::backend("b1", BackendEvent::Resumed));
+        let observed = Event::backend(
+            "b1",
+            BackendEvent::Observed(Box::new(observation(Health::Online, &[]))),
+        );
+        assert!(encode(&observed) > resumed, "a later variant index");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::events::{BackendEvent, Event, StorageClassEvent, VolumeEvent};
+use crate::events::{BackendEvent, Event, Observation, StorageClassEvent, VolumeEvent};
 use crate::model::{
     PoolInfo, PoolRef, Protocol, Publication, Sealed, Segment, StorageClassConfig, VolumeConfig,
 };
@@ -26,8 +26,8 @@ mod views;
 
 pub use replay::{replay, restore};
 pub use views::{
-    BackendRuntime, BackendState, BackendView, Explanation, PoolExplanation, PoolView,
-    SnapshotView, StorageClassView, VolumeView,
+    BackendState, BackendView, Explanation, PoolExplanation, PoolView, SnapshotView,
+    StorageClassView, VolumeView,
 };
 
 /// A volume's lifecycle state.
@@ -75,6 +75,24 @@ pub struct BackendRecord {
     pub topology: Vec<Segment>,
     /// Suspended by an operator: placement skips its pools (its volumes are still served).
     pub suspended: bool,
+    /// What the leader last observed of its driver (`BackendObserved`), its free bytes
+    /// adjusted by the volumes created, resized and deleted since; `None` until recorded (a
+    /// log from a build that did not record it, or since an update).
+    pub observed: Option<Observation>,
+}
+
+impl BackendRecord {
+    /// Whether `observed` says something the last recording (its free bytes as adjusted
+    /// since) does not: only then is it recorded. The time it was observed aside, so a retry
+    /// that fails the same way, or a restart that finds what the log says, records nothing.
+    pub fn observation_differs(&self, observed: &Observation) -> bool {
+        self.observed.as_ref().is_none_or(|last| {
+            last.health != observed.health
+                || last.free_bytes != observed.free_bytes
+                || last.config != observed.config
+                || (last.min_bytes, last.max_bytes) != (observed.min_bytes, observed.max_bytes)
+        })
+    }
 }
 
 /// One volume, kept small: a million of them live in memory (48 bytes, boxed in
@@ -399,7 +417,8 @@ const STATE_MAGIC: u8 = 0xFF;
 /// 5: a backend's topology; a volume's publications and whether it is managed (import
 /// `--no-manage`), among its extras.
 /// 6: whether a backend is suspended.
-/// 7: whether a volume is bound (`VolumeBound`), after `orphaned`.
+/// 7: whether a volume is bound (`VolumeBound`), after `orphaned`; what the leader last
+/// observed of a backend (health, free bytes, external config).
 const STATE_FORMAT: u8 = 7;
 
 impl State {
@@ -453,6 +472,7 @@ impl State {
                         declared_by: None,
                         topology: Vec::new(),
                         suspended: false,
+                        observed: None,
                     },
                 );
             }
@@ -466,6 +486,9 @@ impl State {
                     b.config = config.clone();
                     b.secrets = secrets.clone();
                     b.online = true;
+                    // What was observed ran the old config (the update's batch records the
+                    // new driver's observation after this).
+                    b.observed = None;
                 }
             }
             BackendEvent::Renamed { to } => {
@@ -510,7 +533,33 @@ impl State {
                     b.suspended = matches!(event, BackendEvent::Suspended);
                 }
             }
+            BackendEvent::Observed(observation) => {
+                if let Some(b) = self.backends.get_mut(name) {
+                    b.observed = Some((**observation).clone());
+                }
+            }
         }
+    }
+
+    /// Takes `bytes` from (or, `release`, gives them back to) the recorded free bytes of the
+    /// pool `at`, as the leader's driver calls change them: a create or clone takes its size,
+    /// a resize its growth, a destroy gives its size back. A pool whose free bytes were not
+    /// recorded stays unknown.
+    fn adjust_free(&mut self, at: Option<&PoolRef>, bytes: u64, release: bool) {
+        let Some(at) = at else { return };
+        let Some(free) = self
+            .backends
+            .get_mut(&at.backend)
+            .and_then(|b| b.observed.as_mut())
+            .and_then(|o| o.free_bytes.get_mut(&at.pool))
+        else {
+            return;
+        };
+        *free = if release {
+            free.saturating_add(bytes)
+        } else {
+            free.saturating_sub(bytes)
+        };
     }
 
     fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
@@ -542,8 +591,10 @@ impl State {
                 protocol,
                 access,
                 secrets,
-                ..
+                adopted,
             } => {
+                // An adopted volume was on the array already: the driver took nothing now.
+                let taken = if *adopted { 0 } else { vol.size_bytes };
                 vol.state = VolumeState::Online;
                 vol.placed = Some(self.interned.intern(pool));
                 vol.update_config(|c| {
@@ -562,6 +613,7 @@ impl State {
                 {
                     b.volumes.0.insert(name.clone());
                 }
+                self.adjust_free(Some(pool), taken, false);
             }
             VolumeEvent::CreationFailed { .. } => {
                 self.volumes.0.remove(name);
@@ -574,10 +626,15 @@ impl State {
                 x.delete_attempts = *attempt;
             }),
             VolumeEvent::Deleted => {
-                if let Some(vol) = self.volumes.0.remove(name)
-                    && let Some(b) = self.backends.get_mut(vol.backend())
-                {
+                let Some(vol) = self.volumes.0.remove(name) else {
+                    return;
+                };
+                if let Some(b) = self.backends.get_mut(vol.backend()) {
                     b.volumes.0.remove(name);
+                }
+                // An unmanaged volume is forgotten, not destroyed: its array keeps the bytes.
+                if vol.managed() {
+                    self.adjust_free(vol.placement(), vol.size_bytes, true);
                 }
             }
             VolumeEvent::OrphanedChanged { orphaned } => {
@@ -610,8 +667,11 @@ impl State {
                 x.snapshots.remove(snapshot);
             }),
             VolumeEvent::Resized { size, size_bytes } => {
+                let growth = size_bytes.saturating_sub(vol.size_bytes);
+                let at = vol.placed.clone();
                 vol.update_config(|c| c.size = size.clone());
                 vol.size_bytes = *size_bytes;
+                self.adjust_free(at.as_deref(), growth, false);
             }
             VolumeEvent::Published {
                 node_id,

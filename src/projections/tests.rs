@@ -1,5 +1,7 @@
 use super::*;
+use crate::events::Health;
 use crate::model::AccessInfo;
+use views::NOT_RECORDED;
 
 fn volume(name: &str, pool: &str) -> [Event; 3] {
     let config = VolumeConfig {
@@ -219,7 +221,7 @@ fn an_old_format_checkpoint_is_refused() {
     assert!(State::decode(&bytes).unwrap_err().contains("state format"));
     // Formats 2 and 3 (one bincode stream, placements as strings), 4 (extras without the
     // managed flag), 5 (backends without the suspended flag) and 6 (volumes without the bound
-    // flag) are refused as well.
+    // flag, backends without what the leader observed) are refused as well.
     for format in [2, 3, 4, 5, 6] {
         bytes[1] = format;
         assert!(
@@ -310,4 +312,293 @@ fn a_binding_is_a_flag_that_survives_a_checkpoint_without_an_extra() {
         ),
     );
     assert!(!state.volumes.contains_key("nope"));
+}
+
+/// A backend `b1` with pools `p1` and `p2`, observed online with 10 GiB free on `p1` and
+/// 5 GiB on `p2`.
+fn observed_backend(state: &mut State) {
+    let added = BackendEvent::Added {
+        driver: "fake".into(),
+        config: r#"{"storageDriverName":"fake","password":"<redacted>"}"#.into(),
+        secrets: None,
+    };
+    state.apply(1, &Event::backend("b1", added));
+    let pool = |name: &str| PoolInfo {
+        name: name.into(),
+        offers: BTreeMap::new(),
+        total_bytes: Some(20 << 30),
+    };
+    let discovered = BackendEvent::PoolsDiscovered {
+        protocol: Protocol::File,
+        pools: vec![pool("p1"), pool("p2")],
+    };
+    state.apply(2, &Event::backend("b1", discovered));
+    state.apply(
+        3,
+        &observed(Health::Online, &[("p1", 10 << 30), ("p2", 5 << 30)]),
+    );
+}
+
+fn observed(health: Health, free: &[(&str, u64)]) -> Event {
+    let observation = Observation {
+        health,
+        observed_ms: 1_767_323_045_678,
+        free_bytes: free.iter().map(|(p, b)| (p.to_string(), *b)).collect(),
+        config: Some(r#"{"storageDriverName":"fake","storagePrefix":"x"}"#.into()),
+        min_bytes: 1,
+        max_bytes: None,
+    };
+    Event::backend("b1", BackendEvent::Observed(Box::new(observation)))
+}
+
+fn free(state: &State) -> Vec<(String, u64)> {
+    let observed = state.backends["b1"].observed.as_ref().expect("observed");
+    observed.free_bytes.clone().into_iter().collect()
+}
+
+fn gib(p1: u64, p2: u64) -> Vec<(String, u64)> {
+    vec![("p1".into(), p1 << 30), ("p2".into(), p2 << 30)]
+}
+
+#[test]
+fn recorded_free_bytes_follow_the_volumes_created_resized_and_deleted_since() {
+    let mut state = State::default();
+    observed_backend(&mut state);
+    let mut seq = 3;
+    let mut apply = |state: &mut State, event: &Event| {
+        seq += 1;
+        state.apply(seq, event);
+    };
+    for event in volume("v1", "p1").iter().chain(&volume("v2", "p2")) {
+        apply(&mut state, event);
+    }
+    assert_eq!(
+        free(&state),
+        gib(9, 4),
+        "a create takes its size from its pool"
+    );
+    let resized = VolumeEvent::Resized {
+        size: "3Gi".into(),
+        size_bytes: 3 << 30,
+    };
+    apply(&mut state, &Event::volume("v1", resized));
+    assert_eq!(free(&state), gib(7, 4), "a resize takes its growth");
+    // A volume found on the array (adopted, imported) was there when it was discovered.
+    let [requested, planned, Event::Volume { event: created, .. }] = volume("v3", "p1") else {
+        unreachable!()
+    };
+    apply(&mut state, &requested);
+    apply(&mut state, &planned);
+    let VolumeEvent::Created {
+        pool,
+        internal_name,
+        protocol,
+        access,
+        secrets,
+        ..
+    } = created
+    else {
+        unreachable!()
+    };
+    let adopted = VolumeEvent::Created {
+        pool,
+        internal_name,
+        protocol,
+        access,
+        secrets,
+        adopted: true,
+    };
+    apply(&mut state, &Event::volume("v3", adopted));
+    assert_eq!(free(&state), gib(7, 4), "an adopted volume takes nothing");
+    for name in ["v1", "v3"] {
+        apply(
+            &mut state,
+            &Event::volume(name, VolumeEvent::DeleteRequested),
+        );
+        apply(&mut state, &Event::volume(name, VolumeEvent::Deleted));
+    }
+    assert_eq!(free(&state), gib(11, 4), "a delete gives its size back");
+    // A volume on a pool whose free bytes were not recorded leaves them unknown.
+    for event in volume("v4", "p9") {
+        apply(&mut state, &event);
+    }
+    assert_eq!(free(&state), gib(11, 4));
+    // Kept by a checkpoint, and the fold goes on from it as it would have.
+    let mut decoded = State::decode(&state.encode()).unwrap();
+    assert_eq!(decoded, state);
+    apply(&mut state, &Event::volume("v2", VolumeEvent::Deleted));
+    decoded.apply(seq, &Event::volume("v2", VolumeEvent::Deleted));
+    assert_eq!(decoded, state);
+    assert_eq!(free(&state), gib(11, 5));
+    // A new recording replaces the adjusted figures; an update forgets them.
+    state.apply(seq + 1, &observed(Health::Online, &[("p1", 1 << 30)]));
+    assert_eq!(free(&state), vec![("p1".to_string(), 1 << 30)]);
+    let updated = BackendEvent::Updated {
+        driver: "fake".into(),
+        config: "{}".into(),
+        secrets: None,
+    };
+    state.apply(seq + 2, &Event::backend("b1", updated));
+    assert_eq!(state.backends["b1"].observed, None);
+}
+
+#[test]
+fn an_unmanaged_volume_deleted_gives_no_bytes_back() {
+    let mut state = State::default();
+    observed_backend(&mut state);
+    let import = |managed| crate::events::DriftEvent::Imported {
+        config: Box::new(VolumeConfig {
+            name: "v1".into(),
+            size: "1Gi".into(),
+            ..Default::default()
+        }),
+        size_bytes: 1 << 30,
+        pool: PoolRef::new("b1", "p1"),
+        protocol: Protocol::File,
+        access: Box::default(),
+        secrets: None,
+        managed,
+    };
+    for (managed, after) in [(false, gib(10, 5)), (true, gib(11, 5))] {
+        let mut state = state.clone();
+        state.apply(4, &Event::volume("v1", VolumeEvent::Drift(import(managed))));
+        assert_eq!(free(&state), gib(10, 5), "an import takes nothing");
+        state.apply(5, &Event::volume("v1", VolumeEvent::DeleteRequested));
+        state.apply(6, &Event::volume("v1", VolumeEvent::Deleted));
+        assert_eq!(free(&state), after, "managed: {managed}");
+    }
+}
+
+#[test]
+fn a_backend_view_shows_what_the_leader_recorded_where_it_does_not_run() {
+    let mut state = State::default();
+    let added = BackendEvent::Added {
+        driver: "fake".into(),
+        config: r#"{"storageDriverName":"fake"}"#.into(),
+        secrets: None,
+    };
+    state.apply(1, &Event::backend("b1", added));
+    let view = state.backend_view("b1", None).unwrap();
+    assert_eq!(view.state, BackendState::Unrecorded);
+    assert_eq!(view.state.reason(), Some(NOT_RECORDED));
+    assert_eq!((view.state.as_str(), view.observed_ms), ("unknown", None));
+    assert_eq!(
+        view.config,
+        serde_json::json!({"storageDriverName": "fake"})
+    );
+    let mut state = State::default();
+    observed_backend(&mut state);
+    let view = state.backend_view("b1", None).unwrap();
+    assert_eq!(view.state, BackendState::Online);
+    assert_eq!(view.observed_ms, Some(1_767_323_045_678));
+    assert_eq!(
+        view.config["storagePrefix"], "x",
+        "the driver's external config"
+    );
+    let free: Vec<_> = view.pools.iter().map(|p| p.free_bytes).collect();
+    assert_eq!(free, [Some(10 << 30), Some(5 << 30)]);
+    // Where it runs, its actor's view of its health wins.
+    let live = state.backend_view("b1", Some(BackendState::Initializing));
+    assert_eq!(live.unwrap().state, BackendState::Initializing);
+    let failed = Health::Failed {
+        reason: "array unreachable".into(),
+    };
+    state.apply(4, &observed(failed, &[]));
+    let view = state.backend_view("b1", None).unwrap();
+    assert_eq!(view.state, BackendState::Failed("array unreachable".into()));
+    assert_eq!(view.pools[0].free_bytes, None);
+    state.apply(5, &Event::backend("b1", BackendEvent::Offlined));
+    state.apply(6, &observed(Health::Online, &[]));
+    let view = state.backend_view("b1", None).unwrap();
+    assert_eq!(
+        view.state,
+        BackendState::Offline,
+        "deleted while it has volumes"
+    );
+}
+
+#[test]
+fn classes_match_pools_from_the_state_alone() {
+    let mut state = State::default();
+    observed_backend(&mut state);
+    for (seq, (name, pools)) in [("gold", r#"["p1"]"#), ("all", r#"["p1","p2"]"#)]
+        .into_iter()
+        .enumerate()
+    {
+        let body = format!(r#"{{"name":"{name}","storagePools":{{"b1":{pools}}}}}"#);
+        let config = StorageClassConfig::from_json(body.as_bytes()).unwrap();
+        let added = StorageClassEvent::Added { config };
+        state.apply(4 + seq as u64, &Event::class(name, added));
+    }
+    let view = state.backend_view("b1", None).unwrap();
+    let classes: Vec<_> = view
+        .pools
+        .iter()
+        .map(|p| p.storage_classes.clone())
+        .collect();
+    assert_eq!(classes, [vec!["all", "gold"], vec!["all"]]);
+    let gold = state.class_view("gold").unwrap();
+    assert_eq!(
+        gold.pools,
+        BTreeMap::from([("b1".into(), vec!["p1".into()])])
+    );
+    // An offline backend's pools leave every class.
+    state.apply(6, &Event::backend("b1", BackendEvent::Offlined));
+    assert!(state.class_view("all").unwrap().pools.is_empty());
+    assert!(state.classes_of_pools().is_empty());
+}
+
+#[test]
+fn only_an_observation_that_says_something_new_is_to_be_recorded() {
+    let mut state = State::default();
+    observed_backend(&mut state);
+    let Event::Backend {
+        event: BackendEvent::Observed(last),
+        ..
+    } = observed(Health::Online, &[("p1", 10 << 30), ("p2", 5 << 30)])
+    else {
+        unreachable!()
+    };
+    let rec = &state.backends["b1"];
+    let later = Observation {
+        observed_ms: last.observed_ms + 60_000,
+        ..(*last).clone()
+    };
+    assert!(!rec.observation_differs(&later), "only the time differs");
+    let failed = |reason: &str| Observation {
+        health: Health::Failed {
+            reason: reason.into(),
+        },
+        ..(*last).clone()
+    };
+    assert!(rec.observation_differs(&failed("array unreachable")));
+    let mut state = state.clone();
+    let ev = BackendEvent::Observed(Box::new(failed("array unreachable")));
+    state.apply(4, &Event::backend("b1", ev));
+    let rec = &state.backends["b1"];
+    assert!(
+        !rec.observation_differs(&failed("array unreachable")),
+        "a retry failing alike"
+    );
+    assert!(
+        rec.observation_differs(&failed("login refused")),
+        "another reason"
+    );
+    assert!(rec.observation_differs(&later), "back online");
+    let other_config = Observation {
+        config: Some("{}".into()),
+        ..later.clone()
+    };
+    let mut fresh = State::default();
+    observed_backend(&mut fresh);
+    let rec = &fresh.backends["b1"];
+    assert!(rec.observation_differs(&other_config));
+    let less_free = Observation {
+        free_bytes: BTreeMap::from([("p1".into(), 1 << 30)]),
+        ..later
+    };
+    assert!(rec.observation_differs(&less_free));
+    let mut unrecorded = fresh.clone();
+    unrecorded.backends.get_mut("b1").unwrap().observed = None;
+    assert!(unrecorded.backends["b1"].observation_differs(&less_free));
 }

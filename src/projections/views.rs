@@ -5,11 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{State, VolumeRecord, VolumeState};
+use crate::events::{Health, Observation};
 use crate::model::{
-    Offer, PoolRef, Protocol, Publication, Segment, StorageClassConfig, UserState, VolumeConfig,
+    CompiledClass, Offer, PoolRef, Protocol, Publication, Segment, StorageClassConfig, UserState,
+    VolumeConfig,
 };
 
-/// A backend's health as its actor last saw it.
+/// A backend's health: as its actor sees it on the instance that runs it, as the leader
+/// recorded it (`BackendObserved`) on a standby.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendState {
     /// Driver initialising (at boot).
@@ -19,6 +22,9 @@ pub enum BackendState {
     Offline,
     /// The driver failed to initialise or stopped answering; retried with backoff.
     Failed(String),
+    /// Not run here (a standby) and its leader has recorded nothing of it yet (a log from a
+    /// build that did not record it, or an update not yet observed).
+    Unrecorded,
 }
 
 impl BackendState {
@@ -28,9 +34,31 @@ impl BackendState {
             BackendState::Online => "online",
             BackendState::Offline => "offline",
             BackendState::Failed(_) => "failed",
+            BackendState::Unrecorded => "unknown",
+        }
+    }
+
+    /// Why it is not online, where there is more to say than its name.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            BackendState::Failed(why) => Some(why),
+            BackendState::Unrecorded => Some(NOT_RECORDED),
+            _ => None,
+        }
+    }
+
+    /// The health the leader recorded, `Unrecorded` without a recording.
+    pub fn recorded(observed: Option<&Observation>) -> BackendState {
+        match observed.map(|o| &o.health) {
+            Some(Health::Online) => BackendState::Online,
+            Some(Health::Failed { reason }) => BackendState::Failed(reason.clone()),
+            None => BackendState::Unrecorded,
         }
     }
 }
+
+/// The reason of [`BackendState::Unrecorded`].
+pub const NOT_RECORDED: &str = "not yet recorded by the leader";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolView {
@@ -59,18 +87,9 @@ pub struct BackendView {
     pub volumes: Vec<String>,
     /// What an operator decided: `Suspended` takes no new volumes.
     pub user_state: UserState,
-}
-
-/// What the running core knows of a backend beyond the log.
-#[derive(Debug, Clone)]
-pub struct BackendRuntime {
-    /// As its actor last saw it (online is shown offline once a user deleted it).
-    pub state: BackendState,
-    pub free_bytes: BTreeMap<String, u64>,
-    /// The driver's external config, when the driver is built (else the recorded one).
-    pub config: Option<serde_json::Value>,
-    /// Classes each pool belongs to (sorted).
-    pub classes: HashMap<PoolRef, Vec<String>>,
+    /// When the leader recorded what `config`, the free bytes and (on a standby) `state` say
+    /// (Unix milliseconds); `None` until it did.
+    pub observed_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -134,29 +153,33 @@ pub struct Explanation {
 }
 
 impl State {
-    /// Backend `name` as shown to users.
-    pub fn backend_view(&self, name: &str, runtime: BackendRuntime) -> Option<BackendView> {
+    /// Backend `name` as shown to users. `live`: its health as the actor running it sees it
+    /// (`None` where it does not run, on a standby: as the leader recorded it). The external
+    /// config, the free bytes and the size limits are the leader's recording (the free bytes
+    /// adjusted since), the same on every instance; the pools' classes are matched here.
+    pub fn backend_view(&self, name: &str, live: Option<BackendState>) -> Option<BackendView> {
         let rec = self.backends.get(name)?;
+        let observed = rec.observed.as_ref();
+        let classes = self.classes_of_pools();
         let pools = rec
             .pools
             .iter()
             .map(|p| PoolView {
                 name: p.name.clone(),
-                storage_classes: runtime
-                    .classes
+                storage_classes: classes
                     .get(&PoolRef::new(name, p.name.clone()))
                     .cloned()
                     .unwrap_or_default(),
                 offers: p.offers.clone(),
                 total_bytes: p.total_bytes,
-                free_bytes: runtime.free_bytes.get(&p.name).copied(),
+                free_bytes: observed.and_then(|o| o.free_bytes.get(&p.name).copied()),
                 topology: rec.topology.clone(),
             })
             .collect();
-        let config = runtime
-            .config
-            .unwrap_or_else(|| serde_json::from_str(&rec.config).unwrap_or_default());
-        let state = match runtime.state {
+        let config = observed
+            .and_then(|o| o.config.as_deref())
+            .unwrap_or(&rec.config);
+        let state = match live.unwrap_or_else(|| BackendState::recorded(observed)) {
             BackendState::Online if !rec.online => BackendState::Offline,
             state => state,
         };
@@ -164,7 +187,7 @@ impl State {
             name: name.to_string(),
             driver: rec.driver.clone(),
             protocol: rec.protocol,
-            config,
+            config: serde_json::from_str(config).unwrap_or_default(),
             pools,
             online: rec.online,
             state,
@@ -174,22 +197,60 @@ impl State {
             } else {
                 UserState::Normal
             },
+            observed_ms: observed.map(|o| o.observed_ms),
         })
     }
 
+    /// Pools of online backends that `class` matches
+    /// (docs/trident-contract.md#matching-a-pool-to-a-class; offline backends' pools leave
+    /// every class). The class actors and the read views both match through this.
+    pub fn matching_pools(&self, class: &CompiledClass) -> BTreeSet<PoolRef> {
+        self.backends
+            .iter()
+            .filter(|(_, b)| b.online)
+            .flat_map(|(name, b)| {
+                b.pools
+                    .iter()
+                    .filter(|p| class.matches(name, p))
+                    .map(|p| PoolRef::new(name.clone(), p.name.clone()))
+            })
+            .collect()
+    }
+
+    /// Every class, compiled (a recorded class always compiles; one that does not is left out
+    /// with an error logged).
+    fn compiled_classes(&self) -> impl Iterator<Item = (&str, CompiledClass)> {
+        self.classes.iter().filter_map(|(name, config)| {
+            match CompiledClass::compile(config.clone()) {
+                Ok(compiled) => Some((name.as_str(), compiled)),
+                Err(e) => {
+                    tracing::error!(class = %name, error = %e, "a recorded class does not compile");
+                    None
+                }
+            }
+        })
+    }
+
+    /// The classes each pool belongs to (sorted).
+    pub fn classes_of_pools(&self) -> HashMap<PoolRef, Vec<String>> {
+        let mut out: HashMap<PoolRef, Vec<String>> = HashMap::new();
+        for (name, compiled) in self.compiled_classes() {
+            for pool in self.matching_pools(&compiled) {
+                out.entry(pool).or_default().push(name.to_string());
+            }
+        }
+        out
+    }
+
     /// Class `name` with the pools it matches now.
-    pub fn class_view(
-        &self,
-        name: &str,
-        matched: Option<&BTreeSet<PoolRef>>,
-    ) -> Option<StorageClassView> {
+    pub fn class_view(&self, name: &str) -> Option<StorageClassView> {
         let config = self.classes.get(name)?.clone();
         let mut pools: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for p in matched.into_iter().flatten() {
-            pools
-                .entry(p.backend.clone())
-                .or_default()
-                .push(p.pool.clone());
+        let matched = CompiledClass::compile(config.clone())
+            .map(|compiled| self.matching_pools(&compiled))
+            .unwrap_or_default();
+        for p in matched {
+            pools.entry(p.backend).or_default().push(p.pool);
         }
         Some(StorageClassView { config, pools })
     }

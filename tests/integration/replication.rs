@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::support::etcd::Etcd;
 use crate::support::fake_kube::FakeKube;
+use crate::support::http::TestServer;
 use crate::support::*;
 use serde_json::{Value, json};
 use storch::actors::{CoreOptions, CoreRuntime, Readiness, RequestCtx};
@@ -963,6 +964,190 @@ async fn a_leader_whose_log_fails_steps_down_and_the_standby_takes_over() {
     );
     assert!(b.core().get_volume("doomed").is_err());
     add_volume(&b.core(), &ctx, volume("after")).await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The REST reads a standby answers from what the leader recorded of its backends: every
+/// backend, the backend list, every class and the class list, and explain (with a size).
+const RECORDED_READS: &[&str] = &[
+    "/trident/v1/backend",
+    "/trident/v1/backend/f1",
+    "/trident/v1/backend/f2",
+    "/trident/v1/backend/flaky",
+    "/trident/v1/storageclass",
+    "/trident/v1/storageclass/fast",
+    "/trident/v1/storageclass/slow",
+    "/trident/v1/storageclass/fast/explain?size=30Gi",
+    "/trident/v1/storageclass/slow/explain?size=2Gi&protocol=file",
+];
+
+/// Each of [`RECORDED_READS`] on the leader and on the standby: `(path, leader's, standby's)`.
+async fn recorded_reads(
+    client: &reqwest::Client,
+    leader: &str,
+    standby: &str,
+) -> Vec<(&'static str, Value, Value)> {
+    let mut out = Vec::new();
+    for path in RECORDED_READS {
+        let (status, on_leader) = get_json(client, &format!("{leader}{path}")).await;
+        assert_eq!(status, 200, "{path} on the leader: {on_leader}");
+        let (status, on_standby) = get_json(client, &format!("{standby}{path}")).await;
+        assert_eq!(status, 200, "{path} on the standby: {on_standby}");
+        out.push((*path, on_leader, on_standby));
+    }
+    out
+}
+
+/// Waits until the standby answers every recorded read as the leader does, then asserts it
+/// (so that a difference is shown).
+async fn standby_answers_as_the_leader(client: &reqwest::Client, leader: &str, standby: &str) {
+    let same = async || {
+        recorded_reads(client, leader, standby)
+            .await
+            .iter()
+            .all(|(_, l, s)| l == s)
+    };
+    let mut last = Vec::new();
+    for _ in 0..1500 {
+        if same().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    last.extend(recorded_reads(client, leader, standby).await);
+    for (path, on_leader, on_standby) in last {
+        assert_eq!(on_standby, on_leader, "{path}: the standby's answer (left)");
+    }
+}
+
+/// A standby answers backend, class and explain reads as the leader does: the backends'
+/// state, external config, free bytes (after creates, a resize and deletes) and classes per
+/// pool, the classes' pools, explain's reasons, each marked with when the leader recorded
+/// them; a backend that failed on the leader (after a takeover) shows failed, with the same
+/// reason, on the standby.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_answers_backend_class_and_explain_reads_as_the_leader_does() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    // The flaky backend's array state lives in a directory that goes away later.
+    let mount = tmp.path().join("array-mount");
+    std::fs::create_dir(&mount).unwrap();
+    let client = reqwest::Client::new();
+
+    let a = start_replicated(&dir_a, node(&etcd, "a")).await;
+    wait_ready(&a.core()).await;
+    let ctx = RequestCtx::new("setup");
+    let core = a.core();
+    let mut flaky = fake_backend("flaky", "file", &[("p", ssd())]);
+    flaky["statePath"] = json!(mount.join("array.json"));
+    for doc in [
+        fake_backend("f1", "file", &[("p1", ssd()), ("p2", hdd())]),
+        fake_backend("f2", "file", &[("p", ssd())]),
+        flaky,
+    ] {
+        core.add_backend(&ctx, doc).await.unwrap();
+    }
+    for class in [
+        json!({"name": "fast", "attributes": {"media": "ssd"}}),
+        json!({"name": "slow", "attributes": {"media": "hdd"}}),
+    ] {
+        let config = serde_json::from_value(class).unwrap();
+        core.add_storage_class(&ctx, config).await.unwrap();
+    }
+    for i in 0..6 {
+        let class = if i % 2 == 0 { "fast" } else { "slow" };
+        let config = json!({"name": format!("v{i}"), "size": format!("{}Gi", i + 1),
+                            "storageClass": class});
+        add_volume(&core, &ctx, serde_json::from_value(config).unwrap())
+            .await
+            .unwrap();
+    }
+    resize_volume(&core, &ctx, "v1", "20Gi").await.unwrap();
+    for name in ["v2", "v3"] {
+        core.delete_volume(&ctx, name).await.unwrap();
+    }
+    eventually("v2 and v3 deleted", async || {
+        core.list_volumes().unwrap().len() == 4
+    })
+    .await;
+    let leader = TestServer::serving(a.core(), Default::default()).await;
+
+    let b = start_replicated(&dir_b, node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+    let standby = TestServer::serving(b.core(), Default::default()).await;
+    standby_answers_as_the_leader(&client, &leader.url, &standby.url).await;
+    // What the answers hold: the leader's recording, not "not run here".
+    let (_, f1) = get_json(&client, &standby.url("/trident/v1/backend/f1")).await;
+    let f1 = &f1["backend"];
+    assert_eq!(f1["state"], "online", "{f1}");
+    assert!(f1["observedAt"].is_string(), "{f1}");
+    assert_eq!(f1["storage"]["p1"]["storageClasses"], json!(["fast"]));
+    assert_eq!(f1["storage"]["p2"]["storageClasses"], json!(["slow"]));
+    // Each pool of f1 has 100 GiB less what its volumes take.
+    let free = |pool: &str| f1["storage"][pool]["freeBytes"].as_u64().unwrap();
+    let on = |pool: &str| {
+        let names: Vec<String> = serde_json::from_value(f1["volumes"].clone()).unwrap();
+        names
+            .iter()
+            .map(|n| b.core().get_volume(n).unwrap())
+            .filter(|v| v.placed_pool == pool)
+            .map(|v| v.config.size.trim_end_matches("Gi").parse::<u64>().unwrap() << 30)
+            .sum::<u64>()
+    };
+    for pool in ["p1", "p2"] {
+        assert_eq!(free(pool), (100 << 30) - on(pool), "f1/{pool}: {f1}");
+    }
+    let (_, fast) = get_json(&client, &standby.url("/trident/v1/storageclass/fast")).await;
+    assert_eq!(
+        fast["storageClass"]["storage"],
+        json!({"f1": ["p1"], "f2": ["p"], "flaky": ["p"]})
+    );
+    leader.stop().await;
+    standby.stop().await;
+
+    // The flaky backend's array goes away; a stops cleanly and b takes over: its start of
+    // the flaky backend fails, and a, back as b's standby, says so as b does.
+    std::fs::remove_dir_all(&mount).unwrap();
+    a.shutdown().await;
+    wait_ready(&b.core()).await;
+    let a = start_replicated(&dir_a, node(&etcd, "a")).await;
+    wait_standby_of(&a, "b").await;
+    let leader = TestServer::serving(b.core(), Default::default()).await;
+    let standby = TestServer::serving(a.core(), Default::default()).await;
+    eventually("flaky failed on the new leader", async || {
+        let (_, r) = get_json(&client, &leader.url("/trident/v1/backend/flaky")).await;
+        r["backend"]["state"] == "failed"
+    })
+    .await;
+    standby_answers_as_the_leader(&client, &leader.url, &standby.url).await;
+    let (_, flaky) = get_json(&client, &standby.url("/trident/v1/backend/flaky")).await;
+    let flaky = &flaky["backend"];
+    assert_eq!(flaky["state"], "failed", "{flaky}");
+    assert!(
+        flaky["stateReason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{flaky}"
+    );
+    let (_, explained) = get_json(
+        &client,
+        &standby.url("/trident/v1/storageclass/fast/explain"),
+    )
+    .await;
+    let reasons = explained["explanation"]["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["backend"] == "flaky")
+        .map(|p| p["reasons"].clone())
+        .unwrap();
+    assert!(
+        reasons.to_string().contains("backend flaky has failed: "),
+        "{reasons}"
+    );
+    leader.stop().await;
+    standby.stop().await;
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -7,7 +7,7 @@ use crate::actors::messages::{DeleteBackend, PreparedBackend, UpdateBackend};
 use crate::actors::shared::BackendSlot;
 use crate::events::{BackendEvent, Event};
 use crate::model::UserState;
-use crate::projections::{BackendRuntime, BackendState, BackendView};
+use crate::projections::{BackendState, BackendView};
 
 impl Core {
     /// Adds a backend from its config document (JSON value; YAML is converted by the caller).
@@ -209,25 +209,21 @@ impl Core {
 
     pub fn get_backend(&self, name: &str) -> Result<BackendView, CoreError> {
         self.shared.ensure_readable()?;
-        let slot = self.shared.backend(name);
-        let state = match &slot {
-            Some(s) => s.status.state(),
-            None if self.shared.standby_leader().is_some() => {
-                BackendState::Failed("not run here: this instance is a standby".into())
-            }
-            None => BackendState::Failed("backend actor is not running".into()),
-        };
-        let driver = slot.as_ref().and_then(|s| s.status.driver());
-        let runtime = BackendRuntime {
-            state,
-            free_bytes: driver.as_ref().map(|d| d.free_bytes()).unwrap_or_default(),
-            config: driver.map(|d| crate::drivers::StorageDriver::external_config(&*d)),
-            classes: self.shared.classes_of_pools(),
-        };
+        let live = self.live_state(name);
         self.shared
             .projection
-            .read(|s| s.backend_view(name, runtime))
+            .read(|s| s.backend_view(name, live))
             .ok_or_else(|| CoreError::NotFound(format!("backend {name} was not found")))
+    }
+
+    /// Backend `name`'s health as its actor sees it; `None` where it is not run (a standby
+    /// answers with what the leader recorded).
+    pub(in crate::actors) fn live_state(&self, name: &str) -> Option<BackendState> {
+        match self.shared.backend(name) {
+            Some(slot) => Some(slot.status.state()),
+            None if self.shared.standby_leader().is_some() => None,
+            None => Some(BackendState::Failed("backend actor is not running".into())),
+        }
     }
 
     /// Names of online backends, sorted.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::Core;
 use crate::actors::class;
 use crate::actors::error::{CoreError, RequestCtx, observe};
-use crate::actors::shared::{read, write};
+use crate::actors::shared::write;
 use crate::events::{Event, StorageClassEvent};
 use crate::model::{CompiledClass, StorageClassConfig};
 use crate::projections::StorageClassView;
@@ -109,12 +109,9 @@ impl Core {
 
     pub fn get_storage_class(&self, name: &str) -> Result<StorageClassView, CoreError> {
         self.shared.ensure_readable()?;
-        let matched = read(&self.shared.classes)
-            .get(name)
-            .map(|slot| slot.matched.clone());
         self.shared
             .projection
-            .read(|s| s.class_view(name, matched.as_deref()))
+            .read(|s| s.class_view(name))
             .ok_or_else(|| CoreError::NotFound(format!("storage class {name} was not found")))
     }
 

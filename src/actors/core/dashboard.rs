@@ -863,6 +863,7 @@ mod tests {
             state: BackendState::Failed("array unreachable".into()),
             volumes: vec!["a-vol".into(), "b-vol".into(), "c-vol".into()],
             user_state: Default::default(),
+            observed_ms: None,
         };
         let standby = usage(&s, vec![view.clone()], false);
         assert!(standby.alerts.iter().all(|a| a.kind != "backend_failed"));

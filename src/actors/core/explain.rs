@@ -38,12 +38,16 @@ impl Core {
         let backends = self.shared.projection.read(|s| s.backends.clone());
         let mut pools = Vec::new();
         for (name, rec) in &backends {
-            let slot = self.shared.backend(name);
-            let free = slot
-                .as_ref()
-                .map(|s| s.status.free_bytes())
-                .unwrap_or_default();
-            let state = slot.as_ref().map(|s| s.status.state());
+            // Health as the actor sees it where it runs, else as the leader recorded it; the
+            // free bytes and size limits as the leader recorded them, on every instance.
+            let observed = rec.observed.as_ref();
+            let state = self
+                .live_state(name)
+                .unwrap_or_else(|| BackendState::recorded(observed));
+            let limits = observed.map(|o| crate::drivers::SizeLimits {
+                min_bytes: o.min_bytes,
+                max_bytes: o.max_bytes,
+            });
             for pool in &rec.pools {
                 let mut reasons = Vec::new();
                 let verdict = compiled.check(name, pool);
@@ -59,14 +63,14 @@ impl Core {
                     ));
                 } else {
                     match &state {
-                        Some(BackendState::Online) => {}
-                        Some(BackendState::Failed(why)) => {
+                        BackendState::Online => {}
+                        BackendState::Failed(why) => {
                             reasons.push(format!("backend {name} has failed: {why}"))
                         }
-                        Some(other) => {
-                            reasons.push(format!("backend {name} is {}", other.as_str()))
-                        }
-                        None => reasons.push(format!("backend {name} is not running")),
+                        other => reasons.push(match other.reason() {
+                            Some(why) => format!("backend {name} is {}: {why}", other.as_str()),
+                            None => format!("backend {name} is {}", other.as_str()),
+                        }),
                     }
                 }
                 if !serves(rec.protocol, protocol) {
@@ -75,16 +79,13 @@ impl Core {
                         if rec.protocol == Protocol::Any { "any" } else { rec.protocol.as_str() }
                     ));
                 }
-                if let (Some(size), Some(limits)) = (
-                    size_bytes,
-                    slot.as_ref()
-                        .and_then(|s| s.status.driver())
-                        .map(|d| crate::drivers::StorageDriver::size_limits(d.as_ref())),
-                ) && let Err(why) = limits.check(size)
+                if let (Some(size), Some(limits)) = (size_bytes, limits)
+                    && let Err(why) = limits.check(size)
                 {
                     reasons.push(format!("size outside what the driver takes: {why}"));
                 }
-                if let (Some(size), Some(free)) = (size_bytes, free.get(&pool.name))
+                let free = observed.and_then(|o| o.free_bytes.get(&pool.name));
+                if let (Some(size), Some(free)) = (size_bytes, free)
                     && *free < size
                 {
                     reasons.push(format!(

@@ -7,17 +7,11 @@ use std::sync::Arc;
 use super::lookup::{driver, driver_failure, record};
 use crate::actors::drift::{CheckOnArray, ImportVolume, change, owners};
 use crate::actors::error::CoreError;
-use crate::actors::shared::{Shared, read};
+use crate::actors::shared::{Shared, now_ms, read};
 use crate::drivers::StorageDriver;
 use crate::events::{DriftEvent, Event, VolumeEvent};
 use crate::model::{ImportRequest, PoolRef, Protocol, VolumeConfig};
 use crate::projections::VolumeState;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Looks the volume up on its array and records what differs: `VolumeMissing` when the array
 /// lacks it, `VolumeFound` when a missing one is back, `VolumeChangedOnArray` when its size or

@@ -262,10 +262,7 @@ impl From<Overview> for OverviewExternal {
 impl From<BackendOverview> for BackendSummary {
     fn from(b: BackendOverview) -> Self {
         let v = b.view;
-        let state_reason = match &v.state {
-            crate::projections::BackendState::Failed(why) => Some(why.clone()),
-            _ => None,
-        };
+        let state_reason = v.state.reason().map(str::to_string);
         let mut usage: BTreeMap<String, _> =
             b.pools.into_iter().map(|p| (p.pool.clone(), p)).collect();
         BackendSummary {
