@@ -13,6 +13,7 @@ use super::ontap::{
     parse_release,
 };
 use super::solidfire as sf;
+use super::{SimError, Simulator};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -452,57 +453,47 @@ impl NexentaArgs {
 /// Runs the simulator until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Ontap(args) => {
-            let sim = OntapSim::start(args.options()?)
-                .await
-                .map_err(|e| e.to_string())?;
-            announce_and_wait("ontap", &sim.url(), sim.cert_path()).await;
-            sim.stop().await;
-        }
-        Command::Solidfire(args) => {
-            let sim = sf::SolidFireSim::start(args.options()?)
-                .await
-                .map_err(|e| e.to_string())?;
-            announce_and_wait("solidfire", &sim.url(), sim.cert_path()).await;
-            sim.stop().await;
-        }
-        Command::Eseries(args) => {
-            let sim = es::EseriesSim::start(args.options()?)
-                .await
-                .map_err(|e| e.to_string())?;
-            announce_and_wait("eseries", &sim.url(), sim.cert_path()).await;
-            sim.stop().await;
-        }
-        Command::Nexentastor(args) => {
-            let sim = nx::NexentaSim::start(args.options()?)
-                .await
-                .map_err(|e| e.to_string())?;
-            let control = format!("storch-sim nexentastor control on {}", sim.control_url());
-            announce_and_wait_then("nexentastor", &sim.url(), sim.cert_path(), &control).await;
-            sim.stop().await;
-        }
+        Command::Ontap(args) => serve(OntapSim::start(args.options()?).await).await,
+        Command::Solidfire(args) => serve(sf::SolidFireSim::start(args.options()?).await).await,
+        Command::Eseries(args) => serve(es::EseriesSim::start(args.options()?).await).await,
+        Command::Nexentastor(args) => serve(nx::NexentaSim::start(args.options()?).await).await,
     }
-    Ok(())
 }
 
-/// Says where the simulator listens (first line of stdout) and where its certificate is, then
-/// waits for SIGINT or SIGTERM.
-async fn announce_and_wait(name: &str, url: &str, cert: Option<&std::path::Path>) {
-    announce_and_wait_then(name, url, cert, "").await;
-}
-
-/// [`announce_and_wait`] with a second stdout line `then` (when not empty).
-async fn announce_and_wait_then(name: &str, url: &str, cert: Option<&std::path::Path>, then: &str) {
-    if let Some(p) = cert {
-        eprintln!("storch-sim {name} certificate written to {}", p.display());
+/// Announces a started simulator, waits for SIGINT or SIGTERM, then stops it.
+async fn serve<S: Simulator>(started: Result<S, SimError>) -> Result<(), String> {
+    let sim = started.map_err(|e| e.to_string())?;
+    let (stderr, stdout) = announcement(&sim);
+    for line in stderr {
+        eprintln!("{line}");
     }
-    println!("storch-sim {name} listening on {url}");
-    if !then.is_empty() {
-        println!("{then}");
+    for line in stdout {
+        println!("{line}");
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     wait_for_signal().await;
+    sim.shut_down().await;
+    Ok(())
+}
+
+/// What the binary prints once a simulator listens: on stderr where its certificate is (with
+/// `--tls`); on stdout first where it listens (tests and docs parse that line), then its
+/// [`Simulator::more_lines`].
+fn announcement<S: Simulator>(sim: &S) -> (Vec<String>, Vec<String>) {
+    let name = S::NAME;
+    let stderr = sim
+        .listening()
+        .cert_path()
+        .map(|p| format!("storch-sim {name} certificate written to {}", p.display()))
+        .into_iter()
+        .collect();
+    let mut stdout = vec![format!(
+        "storch-sim {name} listening on {}",
+        sim.listening().url()
+    )];
+    stdout.extend(sim.more_lines());
+    (stderr, stdout)
 }
 
 async fn wait_for_signal() {
@@ -524,5 +515,53 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_announcement_names_the_simulator_its_url_and_certificate() {
+        crate::net::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("nx.pem");
+        let sim = nx::NexentaSim::start(nx::SimOptions {
+            tls: true,
+            cert_out: Some(cert.clone()),
+            ..nx::SimOptions::default()
+        })
+        .await
+        .unwrap();
+        let (stderr, stdout) = announcement(&sim);
+        assert_eq!(
+            stderr,
+            [format!(
+                "storch-sim nexentastor certificate written to {}",
+                cert.display()
+            )]
+        );
+        assert_eq!(
+            stdout,
+            [
+                format!("storch-sim nexentastor listening on https://{}", sim.addr()),
+                format!("storch-sim nexentastor control on {}", sim.control_url()),
+            ]
+        );
+        sim.shut_down().await;
+
+        // Without --tls: no certificate line, and one stdout line.
+        let sim = OntapSim::start(SimOptions::default()).await.unwrap();
+        let (stderr, stdout) = announcement(&sim);
+        assert!(stderr.is_empty(), "{stderr:?}");
+        assert_eq!(
+            stdout,
+            [format!(
+                "storch-sim ontap listening on http://{}",
+                sim.addr()
+            )]
+        );
+        sim.shut_down().await;
     }
 }

@@ -51,6 +51,28 @@ pub type BoxFuture = Pin<Box<dyn Future<Output = HttpResponse> + Send>>;
 /// What serves requests.
 pub type Handler = Arc<dyn Fn(HttpRequest) -> BoxFuture + Send + Sync>;
 
+/// The [`Handler`] that answers each request with `f(state, request)`.
+pub fn handler<S, F, Fut>(state: Arc<S>, f: F) -> Handler
+where
+    S: Send + Sync + 'static,
+    F: Fn(Arc<S>, HttpRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HttpResponse> + Send + 'static,
+{
+    Arc::new(move |req| Box::pin(f(state.clone(), req)))
+}
+
+/// The 401 answer of a simulator's HTML front door: Basic authentication in `realm`.
+pub fn unauthorized(realm: &str) -> HttpResponse {
+    let mut r = HttpResponse::new(
+        401,
+        "text/html",
+        "<html><body>401 Unauthorized</body></html>",
+    );
+    r.headers
+        .push(("WWW-Authenticate", format!("Basic realm=\"{realm}\"")));
+    r
+}
+
 /// A self-signed certificate for the simulator's HTTPS, valid for `localhost`, `127.0.0.1`,
 /// `::1` and any extra names given. The certificate is its own trust anchor: a client that
 /// trusts its PEM verifies the server.

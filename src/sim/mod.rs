@@ -125,6 +125,11 @@ impl<S: Serialize + Clone, F> Store<S, F> {
     pub fn calls(&self, name: &str) -> u64 {
         lock(&self.calls).get(name).copied().unwrap_or(0)
     }
+
+    /// Every name counted so far, with its count.
+    pub fn call_counts(&self) -> BTreeMap<String, u64> {
+        lock(&self.calls).clone()
+    }
 }
 
 /// The `Authorization` header value a simulator expects: HTTP Basic with its credentials.
@@ -201,6 +206,24 @@ impl Listening {
     }
 }
 
+/// What a started simulator offers the `storch-sim` binary ([`cli::run`]): its name, where it
+/// listens, what else it announces, and how it stops.
+pub trait Simulator: Sized {
+    /// The name the binary prints: `storch-sim NAME listening on URL`.
+    const NAME: &'static str;
+
+    /// The listener of its API.
+    fn listening(&self) -> &Listening;
+
+    /// Lines printed on stdout after the `listening on` line (none by default).
+    fn more_lines(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Stops every listener it has.
+    fn shut_down(self) -> impl std::future::Future<Output = ()> + Send;
+}
+
 /// A JSON answer of a REST simulator (an empty body for None).
 pub fn json_response(status: u16, body: Option<&serde_json::Value>) -> http::HttpResponse {
     match body {
@@ -213,6 +236,15 @@ pub fn json_response(status: u16, body: Option<&serde_json::Value>) -> http::Htt
 pub fn persist_json<T: Serialize>(path: &Path, state: &T) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
     write_atomic(path, &bytes)
+}
+
+/// Refuses a state file written in another format than the one this simulator reads.
+pub fn check_format(found: u32, supported: u32) -> Result<(), String> {
+    if found == supported {
+        Ok(())
+    } else {
+        Err(format!("format {found} is not supported"))
+    }
 }
 
 /// Loads a simulator's state file, or makes a fresh state with `fresh` and writes it when the

@@ -63,15 +63,18 @@ pub trait OntapApi: Send + Sync + std::fmt::Debug {
         v.retain(|r| r.name == name);
         Ok(v.into_iter().next())
     }
+    /// Creates the volume with what this API's create call takes of `v`.
     async fn volume_create(&self, svm: &str, v: &VolumeCreate, flexgroup: bool) -> ApiResult<()>;
-    async fn volume_mount(&self, svm: &str, name: &str, junction: &str) -> ApiResult<()>;
-    async fn volume_set_snapdir(
+    /// Sets what [`Self::volume_create`] could not send in its create call: over ZAPI the
+    /// junction of a FlexVol (`volume-mount`) and the snapshot directory (a modify); REST's
+    /// `POST` takes both, so nothing is left. A failure leaves the new volume to the caller.
+    async fn volume_create_finish(
         &self,
         svm: &str,
-        name: &str,
-        visible: bool,
+        v: &VolumeCreate,
         flexgroup: bool,
     ) -> ApiResult<()>;
+    async fn volume_mount(&self, svm: &str, name: &str, junction: &str) -> ApiResult<()>;
     async fn volume_set_comment(&self, svm: &str, name: &str, comment: &str) -> ApiResult<()>;
     async fn volume_set_size(
         &self,

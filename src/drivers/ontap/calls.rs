@@ -91,7 +91,11 @@ impl OntapApi for ZapiClient {
             .with_opt("unix-permissions", v.unix_permissions.clone())
             .with_leaf("volume-security-style", &v.security_style)
             .with_leaf("volume-comment", &v.comment)
-            .with_opt("junction-path", v.junction_path.clone());
+            // A FlexVol is mounted by `volume_create_finish`, as Trident 18.07 does.
+            .with_opt(
+                "junction-path",
+                v.junction_path.clone().filter(|_| flexgroup),
+            );
         if v.encrypt {
             n.push(Node::leaf("encrypt", "true"));
         }
@@ -102,24 +106,30 @@ impl OntapApi for ZapiClient {
         }
     }
 
+    /// `volume-mount` of a FlexVol (a FlexGroup was created mounted), then the snapshot
+    /// directory through a modify.
+    async fn volume_create_finish(
+        &self,
+        svm: &str,
+        v: &VolumeCreate,
+        flexgroup: bool,
+    ) -> Result<(), OntapError> {
+        if let Some(j) = v.junction_path.as_deref().filter(|_| !flexgroup) {
+            self.volume_mount(svm, &v.name, j).await?;
+        }
+        if let Some(visible) = v.snapdir {
+            let attrs = Node::new("volume-snapshot-attributes")
+                .with_leaf("snapdir-access-enabled", visible.to_string());
+            self.volume_modify(svm, &v.name, attrs, flexgroup).await?;
+        }
+        Ok(())
+    }
+
     async fn volume_mount(&self, svm: &str, name: &str, junction: &str) -> Result<(), OntapError> {
         let n = Node::new("volume-mount")
             .with_leaf("volume-name", name)
             .with_leaf("junction-path", junction);
         self.call(&n, Some(svm)).await.map(|_| ())
-    }
-
-    /// Sets `.snapshot` directory visibility.
-    async fn volume_set_snapdir(
-        &self,
-        svm: &str,
-        name: &str,
-        visible: bool,
-        flexgroup: bool,
-    ) -> Result<(), OntapError> {
-        let attrs = Node::new("volume-snapshot-attributes")
-            .with_leaf("snapdir-access-enabled", visible.to_string());
-        self.volume_modify(svm, name, attrs, flexgroup).await
     }
 
     /// Sets the volume comment (where storch marks the volumes it makes).

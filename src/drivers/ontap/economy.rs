@@ -206,12 +206,12 @@ pub(super) async fn create(
                 security_style: o.security_style.clone(),
                 encrypt: o.encryption,
                 comment: super::adopt::mark(&fv),
-                junction_path: None,
+                junction_path: Some(format!("/{fv}")),
+                snapdir: Some(false),
             };
             c.volume_create(&d.svm, &spec, false).await?;
             let setup = async {
-                c.volume_mount(&d.svm, &fv, &format!("/{fv}")).await?;
-                c.volume_set_snapdir(&d.svm, &fv, false, false).await?;
+                c.volume_create_finish(&d.svm, &spec, false).await?;
                 c.quota_on(&d.svm, &fv).await
             };
             if let Err(e) = setup.await {

@@ -3,8 +3,7 @@
 //! The backend has one pool, named after the SVM. Clones are not supported; get, destroy,
 //! resize are ontap-nas's (`nas.rs`), snapshots the shared ones (`flexvol.rs`).
 
-use super::client::OntapError;
-use super::flexvol::{flexvol_create, rollback};
+use super::flexvol::{flexvol_create, nas_mounted, rollback};
 use super::nas::get;
 use super::{Discovered, OntapDriver, VolumeOptions};
 use crate::drivers::{CreateRequest, DriverError, DriverResult, VolumeInfo};
@@ -23,18 +22,9 @@ pub(super) async fn create(
     }
     let name = &req.internal_name;
     let aggregates = d.aggregates.iter().map(|a| a.name.clone()).collect();
-    let mut spec = flexvol_create(name, aggregates, req.size_bytes, o);
-    spec.junction_path = Some(format!("/{name}"));
+    let spec = nas_mounted(flexvol_create(name, aggregates, req.size_bytes, o), o);
     drv.api().volume_create(&d.svm, &spec, true).await?;
-    let finish = async {
-        if !o.snapshot_dir {
-            drv.api()
-                .volume_set_snapdir(&d.svm, name, false, true)
-                .await?;
-        }
-        Ok::<_, OntapError>(())
-    };
-    if let Err(e) = finish.await {
+    if let Err(e) = drv.api().volume_create_finish(&d.svm, &spec, true).await {
         rollback(drv, d, name, true).await;
         return Err(e.into());
     }

@@ -33,6 +33,17 @@ pub(super) fn flexvol_create(
         encrypt: o.encryption,
         comment: super::adopt::mark(name),
         junction_path: None,
+        snapdir: None,
+    }
+}
+
+/// `spec` as a NAS volume: mounted at `/<name>`, its `.snapshot` directory hidden unless
+/// `snapshotDir` says otherwise.
+pub(super) fn nas_mounted(spec: VolumeCreate, o: &VolumeOptions) -> VolumeCreate {
+    VolumeCreate {
+        junction_path: Some(format!("/{}", spec.name)),
+        snapdir: (!o.snapshot_dir).then_some(false),
+        ..spec
     }
 }
 

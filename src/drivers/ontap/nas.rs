@@ -5,7 +5,7 @@
 use super::client::OntapError;
 use super::config::Variant;
 use super::flexvol::{
-    POOL_NAME_ROOT, check_grow, clone_flexvol, flexvol_create, name_prefix, rollback,
+    POOL_NAME_ROOT, check_grow, clone_flexvol, flexvol_create, name_prefix, nas_mounted, rollback,
 };
 use super::wire::VolumeRecord;
 use super::{Discovered, OntapDriver, VolumeOptions, not_found};
@@ -51,21 +51,13 @@ pub(super) async fn create(
 ) -> DriverResult<VolumeInfo> {
     let aggr = drv.aggregate(d, &req.pool)?;
     let name = &req.internal_name;
-    let spec = flexvol_create(name, vec![aggr.name.clone()], req.size_bytes, o);
+    let spec = nas_mounted(
+        flexvol_create(name, vec![aggr.name.clone()], req.size_bytes, o),
+        o,
+    );
     drv.api().volume_create(&d.svm, &spec, false).await?;
     // From here on the volume is ours: undo it if the rest fails.
-    let finish = async {
-        drv.api()
-            .volume_mount(&d.svm, name, &format!("/{name}"))
-            .await?;
-        if !o.snapshot_dir {
-            drv.api()
-                .volume_set_snapdir(&d.svm, name, false, false)
-                .await?;
-        }
-        Ok::<_, OntapError>(())
-    };
-    if let Err(e) = finish.await {
+    if let Err(e) = drv.api().volume_create_finish(&d.svm, &spec, false).await {
         rollback(drv, d, name, false).await;
         return Err(e.into());
     }

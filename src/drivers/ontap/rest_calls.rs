@@ -300,20 +300,19 @@ impl OntapApi for RestClient {
         .map(|_| ())
     }
 
+    /// Nothing: the `POST` carried the junction (`nas.path`) and the snapshot directory.
+    async fn volume_create_finish(
+        &self,
+        _svm: &str,
+        _v: &VolumeCreate,
+        _flexgroup: bool,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
     async fn volume_mount(&self, svm: &str, name: &str, junction: &str) -> ApiResult<()> {
         self.volume_patch(svm, name, json!({"nas": {"path": junction}}))
             .await
-    }
-
-    async fn volume_set_snapdir(
-        &self,
-        svm: &str,
-        name: &str,
-        visible: bool,
-        _flexgroup: bool,
-    ) -> ApiResult<()> {
-        let body = json!({"snapshot_directory_access_enabled": visible});
-        self.volume_patch(svm, name, body).await
     }
 
     async fn volume_set_comment(&self, svm: &str, name: &str, comment: &str) -> ApiResult<()> {

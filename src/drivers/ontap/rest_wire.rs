@@ -294,7 +294,9 @@ pub fn unix_mode(p: &str) -> u64 {
     digits.parse().unwrap_or(0)
 }
 
-/// The `POST /storage/volumes` body of a FlexVol or FlexGroup.
+/// The `POST /storage/volumes` body of a FlexVol or FlexGroup: everything the volume is
+/// created with, its junction (`nas.path`) and snapshot directory included, so no `PATCH`
+/// follows.
 pub fn volume_create_body(svm_uuid: &str, v: &VolumeCreate, flexgroup: bool) -> Value {
     let aggregates: Vec<Value> = v.aggregates.iter().map(|a| json!({"name": a})).collect();
     let mut body = json!({
@@ -324,6 +326,9 @@ pub fn volume_create_body(svm_uuid: &str, v: &VolumeCreate, flexgroup: bool) -> 
     }
     if let Some(j) = &v.junction_path {
         body["nas"]["path"] = json!(j);
+    }
+    if let Some(visible) = v.snapdir {
+        body["snapshot_directory_access_enabled"] = json!(visible);
     }
     if v.encrypt {
         body["encryption"] = json!({"enabled": true});
@@ -484,8 +489,10 @@ mod tests {
             encrypt: true,
             comment: "c".into(),
             junction_path: Some("/n".into()),
+            snapdir: Some(false),
         };
         let b = volume_create_body("svm-u", &spec, true);
+        assert_eq!(b["snapshot_directory_access_enabled"], false);
         assert_eq!(b["style"], "flexgroup");
         assert_eq!(b["aggregates"][1]["name"], "a2");
         assert_eq!(b["nas"]["unix_permissions"], 777);

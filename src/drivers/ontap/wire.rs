@@ -105,8 +105,10 @@ pub struct VolumeCreate {
     pub security_style: String,
     pub encrypt: bool,
     pub comment: String,
-    /// Only for FlexGroups (created mounted).
+    /// Where the volume is mounted (`/<name>`); `None` leaves it unmounted (a LUN's FlexVol).
     pub junction_path: Option<String>,
+    /// Whether clients see the `.snapshot` directory; `None` keeps the array's default.
+    pub snapdir: Option<bool>,
 }
 
 /// The query that selects volumes by name (exact, or `prefix*`) and optionally style.

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 pub use self::api::{Fail, Tuning, retcodes};
 pub use self::state::{ArraySpec, Features, PoolSpec, Proxy};
 pub use super::SimError;
-use super::http::{Handler, HttpRequest, HttpResponse};
+use super::http::{HttpRequest, HttpResponse};
 use super::{FaultTarget, Listening, Store, json_response};
 
 pub const DEFAULT_USERNAME: &str = "admin";
@@ -189,10 +189,7 @@ fn shared(opts: &SimOptions) -> Result<Shared, SimError> {
                 p,
                 "an E-Series simulator",
                 || Proxy::new(&opts.array),
-                |c: &Proxy| match c.format {
-                    state::FORMAT => Ok(()),
-                    f => Err(format!("format {f} is not supported")),
-                },
+                |c: &Proxy| super::check_format(c.format, state::FORMAT),
             )?;
             proxy.apply(&opts.array);
             super::persist_json(p, &proxy).map_err(|e| SimError::State {
@@ -223,10 +220,8 @@ impl EseriesSim {
             opts.state.as_deref(),
             "eseries",
         )?;
-        let handler_shared = shared.clone();
-        let handler: Handler = Arc::new(move |req| {
-            let shared = handler_shared.clone();
-            Box::pin(async move { handle(&shared, req).await })
+        let handler = super::http::handler(shared.clone(), |shared, req| async move {
+            handle(&shared, req).await
         });
         let listening = Listening::start(opts.listen, tls, handler).await?;
         Ok(EseriesSim { listening, shared })
@@ -275,6 +270,18 @@ impl EseriesSim {
     }
 }
 
+impl super::Simulator for EseriesSim {
+    const NAME: &'static str = "eseries";
+
+    fn listening(&self) -> &Listening {
+        &self.listening
+    }
+
+    async fn shut_down(self) {
+        self.stop().await;
+    }
+}
+
 fn fail_response(f: &Fail) -> HttpResponse {
     json_response(f.status, Some(&f.body()))
 }
@@ -305,16 +312,7 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         return fail_response(&api::not_found("path", &req.path));
     };
     if req.authorization.as_deref() != Some(shared.auth.as_str()) {
-        let mut r = HttpResponse::new(
-            401,
-            "text/html",
-            "<html><body>401 Unauthorized</body></html>",
-        );
-        r.headers.push((
-            "WWW-Authenticate",
-            "Basic realm=\"SANtricity Web Services\"".to_string(),
-        ));
-        return r;
+        return super::http::unauthorized("SANtricity Web Services");
     }
     if !shared.latency.is_zero() {
         tokio::time::sleep(shared.latency).await;

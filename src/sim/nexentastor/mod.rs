@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 pub use self::api::{Fail, Tuning, codes};
 pub use self::state::{Appliance, VolumeGroupSpec};
 pub use super::SimError;
-use super::http::{Handler, HttpRequest, HttpResponse};
+use super::http::{HttpRequest, HttpResponse};
 use super::{FaultTarget, Listening, Store, json_response};
 
 pub const DEFAULT_USERNAME: &str = "admin";
@@ -185,10 +185,7 @@ fn state_error(p: &Path, e: impl std::fmt::Display) -> SimError {
 }
 
 fn check_format(a: &Appliance) -> Result<(), String> {
-    match a.format {
-        state::FORMAT => Ok(()),
-        f => Err(format!("format {f} is not supported")),
-    }
+    super::check_format(a.format, state::FORMAT)
 }
 
 /// The exclusive lock an HA pair takes around each request (`<state>.lock`).
@@ -252,19 +249,15 @@ impl NexentaSim {
             opts.state.as_deref(),
             "nexentastor",
         )?;
-        let api_shared = shared.clone();
-        let handler: Handler = Arc::new(move |req| {
-            let shared = api_shared.clone();
-            Box::pin(async move { handle(&shared, req).await })
+        let handler = super::http::handler(shared.clone(), |shared, req| async move {
+            handle(&shared, req).await
         });
         let gate = Some(shared.down.subscribe());
         let listening = Listening::start_gated(opts.listen, tls, handler, gate).await?;
-        let control_shared = shared.clone();
-        let control: Handler = Arc::new(move |req| {
-            let shared = control_shared.clone();
-            Box::pin(async move { control(&shared, &req) })
+        let switches = super::http::handler(shared.clone(), |shared, req| async move {
+            control(&shared, &req)
         });
-        let control = Listening::start(opts.control, None, control).await?;
+        let control = Listening::start(opts.control, None, switches).await?;
         Ok(NexentaSim {
             listening,
             control,
@@ -318,6 +311,27 @@ impl NexentaSim {
     pub async fn stop(self) {
         self.listening.stop().await;
         self.control.stop().await;
+    }
+}
+
+impl super::Simulator for NexentaSim {
+    const NAME: &'static str = "nexentastor";
+
+    fn listening(&self) -> &Listening {
+        &self.listening
+    }
+
+    /// The control listener's address, on the second line.
+    fn more_lines(&self) -> Vec<String> {
+        vec![format!(
+            "storch-sim {} control on {}",
+            Self::NAME,
+            self.control_url()
+        )]
+    }
+
+    async fn shut_down(self) {
+        self.stop().await;
     }
 }
 

@@ -41,7 +41,7 @@ use std::time::Duration;
 pub use self::api::Tuning;
 pub use self::state::{AggregateSpec, Array};
 pub use super::SimError;
-use super::http::{Handler, HttpRequest, HttpResponse};
+use super::http::{HttpRequest, HttpResponse};
 use super::{Listening, Store};
 use crate::wire::zapi::{self as xml, Node, errno};
 
@@ -383,10 +383,7 @@ impl OntapSim {
                 p,
                 "an ONTAP simulator",
                 || new_array(&opts),
-                |a| match a.format {
-                    state::FORMAT => Ok(()),
-                    f => Err(format!("format {f} is not supported")),
-                },
+                |a| super::check_format(a.format, state::FORMAT),
             )?,
             None => new_array(&opts),
         };
@@ -409,13 +406,9 @@ impl OntapSim {
             opts.state.as_deref(),
             "ontap",
         )?;
-        let handler_shared = shared.clone();
-        let handler: Handler = Arc::new(move |req| {
-            let shared = handler_shared.clone();
-            Box::pin(async move {
-                let _counted = InFlight::enter(&shared);
-                handle(&shared, req).await
-            })
+        let handler = super::http::handler(shared.clone(), |shared, req| async move {
+            let _counted = InFlight::enter(&shared);
+            handle(&shared, req).await
         });
         let listening = Listening::start(opts.listen, tls, handler).await?;
         Ok(OntapSim { listening, shared })
@@ -464,6 +457,11 @@ impl OntapSim {
         self.shared.store.calls(api)
     }
 
+    /// Every API or REST request named so far, with its count (as [`Self::calls`] names them).
+    pub fn call_counts(&self) -> std::collections::BTreeMap<String, u64> {
+        self.shared.store.call_counts()
+    }
+
     /// The most requests (ZAPI and REST together) this simulator answered at the same time,
     /// so a test can check a client's cap per management LIF.
     pub fn most_concurrent_requests(&self) -> usize {
@@ -472,6 +470,18 @@ impl OntapSim {
 
     pub async fn stop(self) {
         self.listening.stop().await;
+    }
+}
+
+impl super::Simulator for OntapSim {
+    const NAME: &'static str = "ontap";
+
+    fn listening(&self) -> &Listening {
+        &self.listening
+    }
+
+    async fn shut_down(self) {
+        self.stop().await;
     }
 }
 
@@ -504,14 +514,7 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         return HttpResponse::new(404, "text/plain", "Not Found");
     }
     if req.authorization.as_deref() != Some(shared.auth.as_str()) {
-        let mut r = HttpResponse::new(
-            401,
-            "text/html",
-            "<html><body>401 Unauthorized</body></html>",
-        );
-        r.headers
-            .push(("WWW-Authenticate", "Basic realm=\"netapp\"".to_string()));
-        return r;
+        return super::http::unauthorized("netapp");
     }
     if !shared.latency.is_zero() {
         tokio::time::sleep(shared.latency).await;

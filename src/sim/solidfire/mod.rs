@@ -44,7 +44,7 @@ use serde_json::{Value, json};
 pub use self::api::{Tuning, names};
 pub use self::state::{Cluster, ClusterSpec};
 pub use super::SimError;
-use super::http::{Handler, HttpRequest, HttpResponse};
+use super::http::{HttpRequest, HttpResponse};
 use super::{Listening, Store};
 
 pub const DEFAULT_USERNAME: &str = "admin";
@@ -155,10 +155,7 @@ fn shared(opts: &SimOptions) -> Result<Shared, SimError> {
             p,
             "a SolidFire simulator",
             || Cluster::new(&opts.cluster),
-            |c| match c.format {
-                state::FORMAT => Ok(()),
-                f => Err(format!("format {f} is not supported")),
-            },
+            |c| super::check_format(c.format, state::FORMAT),
         )?,
         None => Cluster::new(&opts.cluster),
     };
@@ -182,10 +179,8 @@ impl SolidFireSim {
             opts.state.as_deref(),
             "solidfire",
         )?;
-        let handler_shared = shared.clone();
-        let handler: Handler = Arc::new(move |req| {
-            let shared = handler_shared.clone();
-            Box::pin(async move { handle(&shared, req).await })
+        let handler = super::http::handler(shared.clone(), |shared, req| async move {
+            handle(&shared, req).await
         });
         let listening = Listening::start(opts.listen, tls, handler).await?;
         Ok(SolidFireSim {
@@ -269,6 +264,18 @@ impl SolidFireSim {
     }
 }
 
+impl super::Simulator for SolidFireSim {
+    const NAME: &'static str = "solidfire";
+
+    fn listening(&self) -> &Listening {
+        &self.listening
+    }
+
+    async fn shut_down(self) {
+        self.stop().await;
+    }
+}
+
 /// `1.0`, `5.0` … `12.x` (a trailing slash allowed) as (major, minor).
 pub fn parse_version(path: &str) -> Option<(u32, u32)> {
     let v = path.strip_prefix("/json-rpc/")?;
@@ -292,14 +299,7 @@ async fn handle(shared: &Shared, req: HttpRequest) -> HttpResponse {
         return HttpResponse::new(404, "text/plain", "Not Found");
     }
     if req.authorization.as_deref() != Some(shared.auth.as_str()) {
-        let mut r = HttpResponse::new(
-            401,
-            "text/html",
-            "<html><body>401 Unauthorized</body></html>",
-        );
-        r.headers
-            .push(("WWW-Authenticate", "Basic realm=\"SolidFire\"".to_string()));
-        return r;
+        return super::http::unauthorized("SolidFire");
     }
     if req.method != "POST" {
         return HttpResponse::new(405, "text/plain", "Method Not Allowed");

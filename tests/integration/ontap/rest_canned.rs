@@ -319,7 +319,8 @@ fn create_spec() -> storch::drivers::ontap::wire::VolumeCreate {
         security_style: "unix".into(),
         encrypt: false,
         comment: String::new(),
-        junction_path: None,
+        junction_path: Some("/storch_pvc_7c2d".into()),
+        snapdir: Some(false),
     }
 }
 
@@ -336,16 +337,17 @@ async fn a_volume_create_job_is_polled_to_success() {
         .unwrap();
     let seen = c.seen();
     let post = seen.iter().find(|s| s.method == "POST").unwrap();
-    let b = &post.body;
-    assert_eq!(b["name"], "storch_pvc_7c2d");
-    assert_eq!(b["svm"]["uuid"], SVM_UUID);
-    assert_eq!(b["aggregates"], json!([{"name": "aggr_a"}]));
-    assert_eq!(b["size"], 2147483648u64);
-    assert_eq!(b["style"], "flexvol");
-    assert_eq!(b["guarantee"]["type"], "none");
-    assert_eq!(b["snapshot_policy"]["name"], "none");
-    assert_eq!(b["nas"]["unix_permissions"], 755);
-    assert_eq!(b["nas"]["export_policy"]["name"], "default");
+    // The example of wire-protocols §5.10, with the junction and the snapshot directory
+    // carried by the create itself.
+    assert_eq!(
+        post.body,
+        json!({"name": "storch_pvc_7c2d", "svm": {"uuid": SVM_UUID},
+            "aggregates": [{"name": "aggr_a"}], "size": 2147483648u64, "style": "flexvol",
+            "state": "online", "guarantee": {"type": "none"}, "snapshot_policy": {"name": "none"},
+            "comment": "", "snapshot_directory_access_enabled": false,
+            "nas": {"security_style": "unix", "unix_permissions": 755,
+                    "export_policy": {"name": "default"}, "path": "/storch_pvc_7c2d"}})
+    );
     let polls: Vec<&Seen> = seen
         .iter()
         .filter(|s| s.path == "/api/cluster/jobs/c0de-01")
@@ -353,6 +355,14 @@ async fn a_volume_create_job_is_polled_to_success() {
     assert_eq!(polls.len(), 2, "running, then success: {polls:?}");
     // Then the new volume is looked up until it shows.
     assert_eq!(seen.last().unwrap().path, "/api/storage/volumes");
+    // And nothing is left to set afterwards.
+    let before = c.seen().len();
+    c.client(json!({}))
+        .volume_create_finish("svm1", &create_spec(), false)
+        .await
+        .unwrap();
+    assert_eq!(c.seen().len(), before, "no request after the create");
+    assert!(c.seen().iter().all(|s| s.method != "PATCH"));
 }
 
 #[tokio::test]

@@ -1,14 +1,15 @@
 //! The drivers over REST where REST differs from ZAPI, against the simulator: a create that
 //! meets another create of its name (13107405) waits it out with a bound, as ZAPI's "Job
-//! exists"; and encryption, which REST names no per-aggregate capability for, is left to the
-//! array, which refuses it on an aggregate that cannot encrypt.
+//! exists"; encryption, which REST names no per-aggregate capability for, is left to the
+//! array, which refuses it on an aggregate that cannot encrypt; a volume's UUID is remembered
+//! between calls; and a create sets its junction and snapshot directory in its `POST`.
 
 use crate::support::ontap::*;
 use serde_json::json;
 use storch::drivers::testing::req;
 use storch::drivers::{DriverError, StorageDriver};
 use storch::model::Request;
-use storch::sim::ontap::{AggregateSpec, FailRule, SimOptions};
+use storch::sim::ontap::{AggregateSpec, FailRule, OntapSim, SimOptions};
 
 #[tokio::test]
 async fn a_create_running_under_the_same_name_is_waited_out() {
@@ -96,8 +97,9 @@ async fn over_rest_the_array_decides_encryption() {
     d.destroy("trident_enc").await.unwrap();
 }
 
-/// A create's follow-up `PATCH`es reuse the UUID the create found, and a volume replaced on the array behind storch's back under the same name is
-/// found again by name when the remembered UUID no longer exists.
+/// A change after a create reuses the UUID the create found, and a volume replaced on the
+/// array behind storch's back under the same name is found again by name when the remembered
+/// UUID no longer exists.
 #[tokio::test]
 async fn a_volume_uuid_is_looked_up_once_and_again_when_replaced() {
     let dir = tempfile::tempdir().unwrap();
@@ -109,16 +111,18 @@ async fn a_volume_uuid_is_looked_up_once_and_again_when_replaced() {
 
     let before = lookups();
     d.create(&req("trident_u1", "aggr1", GIB)).await.unwrap();
-    let looked_up = lookups() - before;
-    let old = rest.volume_uuid("trident_u1").await;
-    let patched = sim.calls(&format!("PATCH /api/storage/volumes/{old}"));
-    assert!(patched >= 2, "the create patches its volume ({patched})");
-    // The wait for the new volume to show and the read-back of what was made; the PATCHes
-    // in between reuse the UUID the wait found.
     assert_eq!(
-        looked_up, 2,
-        "{patched} PATCHes by UUID need no lookup of their own"
+        lookups() - before,
+        2,
+        "the wait for the new volume to show and the read-back of what was made"
     );
+    let old = rest.volume_uuid("trident_u1").await;
+    // A resize reads the volume's size, then PATCHes the UUID the create's wait found,
+    // without a lookup of its own.
+    let before = lookups();
+    d.resize("trident_u1", 2 * GIB).await.unwrap();
+    assert_eq!(lookups() - before, 1);
+    assert_eq!(sim.calls(&format!("PATCH /api/storage/volumes/{old}")), 1);
 
     // Replaced on the array: the old UUID is gone, the name is back with a new one.
     rest.job_ok(
@@ -129,11 +133,66 @@ async fn a_volume_uuid_is_looked_up_once_and_again_when_replaced() {
     .await;
     let new = rest.make_volume("trident_u1", GIB).await;
     assert_ne!(old, new);
-    d.resize("trident_u1", 2 * GIB).await.unwrap();
+    d.resize("trident_u1", 3 * GIB).await.unwrap();
     let v = rest
         .get(&format!("/storage/volumes/{new}?fields=size"))
         .await;
-    assert_eq!(v["size"], 2 * GIB, "{v}");
+    assert_eq!(v["size"], 3 * GIB, "{v}");
     d.destroy("trident_u1").await.unwrap();
     assert!(array_volumes(&sim, "svm1").is_empty());
+}
+
+/// The HTTP requests of one `create` of `driver`'s volume `name` in `pool`: (all, `POST`s and
+/// `PATCH`es of volumes).
+async fn create_requests(
+    sim: &OntapSim,
+    d: &dyn StorageDriver,
+    name: &str,
+    pool: &str,
+) -> (u64, u64, u64) {
+    let before = sim.call_counts();
+    d.create(&req(name, pool, GIB)).await.unwrap();
+    let made = |prefix: &str| -> u64 {
+        sim.call_counts()
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, n)| n - before.get(k).copied().unwrap_or(0))
+            .sum()
+    };
+    (
+        made(""),
+        made("POST /api/storage/volumes"),
+        made("PATCH /api/storage/volumes/"),
+    )
+}
+
+/// A NAS create sends its junction (`nas.path`) and the hidden snapshot directory
+/// (`snapshot_directory_access_enabled`) in its `POST`, so no `PATCH` follows; only turning
+/// quotas on, which wire-protocols §5.5 names for a `PATCH` only, stays one (a nas-economy
+/// FlexVol). The numbers printed are the requests per create.
+#[tokio::test]
+async fn a_create_sets_its_junction_and_snapshot_directory_in_the_post() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_in(dir.path(), Api::Rest.sim_options(SimOptions::default())).await;
+    for (driver_name, name, pool, patches) in [
+        ("ontap-nas", "trident_p1", "aggr1", 0),
+        ("ontap-nas-flexgroup", "trident_p2", "svm1", 0),
+        ("ontap-nas-economy", "trident_p3", "aggr1", 1),
+    ] {
+        let d = driver(&backend(&sim, driver_name, json!({})));
+        discover(&d).await;
+        assert_eq!(d.chosen_api(), Some("rest"));
+        let (all, posts, patched) = create_requests(&sim, &d, name, pool).await;
+        eprintln!("{driver_name}: {all} requests per create, {posts} POST, {patched} PATCH");
+        assert_eq!((posts, patched), (1, patches), "{driver_name}");
+        let a = sim.array();
+        let (flexvol, v) = a.svms["svm1"]
+            .volumes
+            .iter()
+            .find(|(n, _)| *n == name || n.starts_with("trident_qtree_pool_"))
+            .unwrap();
+        assert_eq!(v.junction.as_deref(), Some(format!("/{flexvol}").as_str()));
+        assert!(!v.snapdir, "{driver_name}: snapshot directory hidden");
+        d.destroy(name).await.unwrap();
+    }
 }

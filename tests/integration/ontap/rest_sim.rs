@@ -385,6 +385,83 @@ async fn volumes_jobs_patches_and_errors() {
     assert!(!sim.array().svms["svm1"].volumes.contains_key("storch_v1"));
 }
 
+/// A create takes the volume's junction (`nas.path`) and snapshot directory
+/// (`snapshot_directory_access_enabled`) and applies both in its job, for a FlexVol, a
+/// FlexGroup and a clone alike; a wrong value or a field the create does not take (`quota`,
+/// set by a PATCH; a clone's `size`) is refused naming it, and makes nothing.
+#[tokio::test]
+async fn a_create_takes_its_junction_and_snapshot_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sim, rest) = rest_sim(dir.path(), SimOptions::default()).await;
+    let svm = rest.svm_uuid().await;
+    let flexvol = json!({"name": "storch_j1", "svm": {"uuid": svm}, "aggregates": [{"name": "aggr1"}],
+        "size": 1u64 << 30, "style": "flexvol", "snapshot_directory_access_enabled": false,
+        "nas": {"path": "/storch_j1", "security_style": "unix"}});
+    let flexgroup = json!({"name": "storch_j2", "svm": {"uuid": svm},
+        "aggregates": [{"name": "aggr1"}, {"name": "aggr2"}], "size": 4u64 << 30,
+        "style": "flexgroup", "snapshot_directory_access_enabled": false, "nas": {"path": "/storch_j2"}});
+    let clone = json!({"name": "storch_j3", "svm": {"uuid": svm},
+        "clone": {"parent_volume": {"name": "storch_j1"}, "is_flexclone": true},
+        "snapshot_directory_access_enabled": false, "nas": {"path": "/storch_j3"}});
+    for body in [flexvol.clone(), flexgroup, clone.clone()] {
+        rest.job_ok("POST", "/storage/volumes", Some(body.clone()))
+            .await;
+        let name = body["name"].as_str().unwrap();
+        let v = rest
+            .get(&format!(
+                "/storage/volumes?name={name}&fields=nas.path,snapshot_directory_access_enabled"
+            ))
+            .await;
+        let r = &v["records"][0];
+        assert_eq!(
+            (
+                r["nas"]["path"].clone(),
+                r["snapshot_directory_access_enabled"].clone()
+            ),
+            (json!(format!("/{name}")), json!(false)),
+            "{name}"
+        );
+    }
+    let patches: u64 = sim
+        .call_counts()
+        .iter()
+        .filter(|(k, _)| k.starts_with("PATCH "))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(patches, 0);
+
+    let with = |k: &str, val: Value| {
+        let mut b = flexvol.clone();
+        b["name"] = json!("storch_j4");
+        b[k] = val;
+        b
+    };
+    for (field, bad) in [
+        ("snapshot_directory_access_enabled", json!("no")),
+        ("quota", json!({"enabled": true})),
+    ] {
+        let e = rest
+            .refused("POST", "/storage/volumes", Some(with(field, bad)), 400, "2")
+            .await;
+        assert!(
+            e["target"].as_str().unwrap().starts_with(field),
+            "{field}: {e}"
+        );
+    }
+    // A clone has its parent's size: the create of one does not take it.
+    let mut sized = clone.clone();
+    sized["name"] = json!("storch_j4");
+    sized["size"] = json!(1u64 << 30);
+    let e = rest
+        .refused("POST", "/storage/volumes", Some(sized), 400, "2")
+        .await;
+    assert_eq!(e["target"], "size");
+    assert_eq!(
+        array_volumes(&sim, "svm1"),
+        ["storch_j1", "storch_j2", "storch_j3"]
+    );
+}
+
 #[tokio::test]
 async fn flexgroups_snapshots_and_clones() {
     let dir = tempfile::tempdir().unwrap();

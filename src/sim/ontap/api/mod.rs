@@ -42,7 +42,7 @@ use self::igroups::*;
 use self::luns::*;
 use self::qtrees::*;
 use self::query::*;
-pub use self::query::{pattern_matches, project, query_matches};
+pub use self::query::{page_after, pattern_matches, project, query_matches};
 use self::recovery::*;
 use self::snapshots::*;
 use self::system::*;

@@ -93,25 +93,35 @@ pub(super) fn key_from_tag(tag: &str) -> Option<String> {
     n.text_at("key-1").map(str::to_string)
 }
 
+/// Keeps one page of keyed records: sorted by key, those after the key `after` (the cursor of
+/// a ZAPI `tag` or a REST `start`), at most `limit`. Returns whether more follow.
+pub fn page_after<T>(records: &mut Vec<(String, T)>, after: Option<&str>, limit: usize) -> bool {
+    records.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(after) = after {
+        records.retain(|(k, _)| k.as_str() > after);
+    }
+    let more = records.len() > limit;
+    records.truncate(limit);
+    more
+}
+
 /// Answers an `-iter` call from every record (key, record): query, paging, projection.
 pub(super) fn iterate(ctx: &Ctx<'_>, api: &Node, mut records: Vec<(String, Node)>) -> R {
     if let Some(q) = api.at("query").and_then(|q| q.children.first()) {
         records.retain(|(_, r)| query_matches(q, r));
     }
-    records.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(tag) = opt(api, "tag") {
-        let Some(after) = key_from_tag(tag) else {
-            return Err(fail(errno::EINVALIDINPUTERROR, "Invalid tag"));
-        };
-        records.retain(|(k, _)| *k > after);
-    }
+    let after = match opt(api, "tag") {
+        Some(tag) => {
+            Some(key_from_tag(tag).ok_or_else(|| fail(errno::EINVALIDINPUTERROR, "Invalid tag"))?)
+        }
+        None => None,
+    };
     let asked = opt(api, "max-records")
         .and_then(|m| m.parse::<u64>().ok())
         .unwrap_or(20)
         .max(1);
     let limit = (asked.min(ctx.tuning.page_cap as u64)) as usize;
-    let more = records.len() > limit;
-    records.truncate(limit);
+    let more = page_after(&mut records, after.as_deref(), limit);
     let desired = api
         .at("desired-attributes")
         .and_then(|d| d.children.first());

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Answer, Reply, Req, RestError, bad_field};
-use crate::sim::ontap::api::{Tuning, pattern_matches};
+use crate::sim::ontap::api::{Tuning, page_after, pattern_matches};
 
 /// What a record type looks like to queries: its key fields (always returned) and the
 /// top-level fields it has (anything else in `fields=` or a filter is refused).
@@ -226,11 +226,10 @@ pub(super) fn list(
     let fields = wanted(r, kind, false)?;
     let filters = filters(r, kind)?;
     records.retain(|(_, rec)| filters.iter().all(|(p, v)| passes(rec, p, v)));
-    records.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(c) = r.param("start") {
-        let after = from_cursor(c).ok_or_else(|| bad_field("start", "Invalid start cursor"))?;
-        records.retain(|(k, _)| *k > after);
-    }
+    let after = match r.param("start") {
+        Some(c) => Some(from_cursor(c).ok_or_else(|| bad_field("start", "Invalid start cursor"))?),
+        None => None,
+    };
     let asked = match r.param("max_records") {
         None => usize::MAX,
         Some(m) => m
@@ -240,8 +239,7 @@ pub(super) fn list(
             .ok_or_else(|| bad_field("max_records", format!("Invalid max_records \"{m}\"")))?,
     };
     let limit = asked.min(tuning.page_cap.max(1));
-    let more = records.len() > limit;
-    records.truncate(limit);
+    let more = page_after(&mut records, after.as_deref(), limit);
     let self_href = if r.raw_query.is_empty() {
         format!("/api{}", r.path)
     } else {

@@ -192,17 +192,8 @@ pub(super) fn route(ctx: &mut Ctx<'_>, r: &Req, m: &str, segs: &[&str]) -> Answe
             if let Some(j) = injected_job(ctx, &s, &format!("DELETE /api/storage/volumes/{uuid}")) {
                 return Ok(j);
             }
-            let call = Node::new("volume-destroy-async")
-                .with_leaf("volume-name", &n)
-                .with_leaf("unmount-and-offline", "true");
-            ctx.zapi(&s, call)
+            destroy(ctx, &s, &n, uuid, r.flag("force"))
                 .map_err(|f| mapped(f, &[(errno::EVOLDEL_NOT_ALLOW_BY_CLONE, 409, 524615)]))?;
-            if r.flag("force") {
-                // `force` skips the recovery queue.
-                if let Some(svm) = ctx.a.svms.get_mut(&s) {
-                    svm.recovery_queue.retain(|_, q| q.volume.uuid != *uuid);
-                }
-            }
             Ok(Reply::Job(
                 ctx.job(&s, format!("DELETE /api/storage/volumes/{uuid}")),
                 None,
@@ -226,6 +217,25 @@ pub(super) fn route(ctx: &mut Ctx<'_>, r: &Req, m: &str, segs: &[&str]) -> Answe
         (_, [] | [_] | [_, "snapshots"] | [_, "snapshots", _]) => Err(no_method(r)),
         _ => Err(not_found(&format!("/api{}", r.path))),
     }
+}
+
+/// `volume-destroy-async` (unmounted and offlined on the way); `force` skips the recovery
+/// queue.
+fn destroy(
+    ctx: &mut Ctx<'_>,
+    svm: &str,
+    name: &str,
+    uuid: &str,
+    force: bool,
+) -> Result<(), crate::sim::ontap::api::Fail> {
+    let call = Node::new("volume-destroy-async")
+        .with_leaf("volume-name", name)
+        .with_leaf("unmount-and-offline", "true");
+    ctx.zapi(svm, call)?;
+    if force && let Some(s) = ctx.a.svms.get_mut(svm) {
+        s.recovery_queue.retain(|_, q| q.volume.uuid != uuid);
+    }
+    Ok(())
 }
 
 /// A `…:job/CODE` fault: the request changes nothing and its job fails.
@@ -256,17 +266,38 @@ const CREATE_FIELDS: &[&str] = &[
     "nas.unix_permissions",
     "nas.export_policy.name",
     "nas.path",
+    "snapshot_directory_access_enabled",
     "constituents_per_aggregate",
+];
+
+/// What a clone's create takes: a FlexClone has its parent's size, aggregate and settings.
+const CLONE_FIELDS: &[&str] = &[
+    "name",
+    "svm.uuid",
+    "svm.name",
     "clone.parent_volume.name",
     "clone.parent_volume.uuid",
     "clone.parent_snapshot.name",
     "clone.is_flexclone",
+    "guarantee.type",
+    "nas.path",
+    "snapshot_directory_access_enabled",
 ];
 
 /// `POST /storage/volumes`: a FlexVol, a FlexGroup (`style: flexgroup` or several
-/// aggregates) or a FlexClone (`clone`), through the ZAPI call that makes each.
+/// aggregates) or a FlexClone (`clone`), through the ZAPI call that makes each; mounted at
+/// `nas.path` by that call, and its `snapshot_directory_access_enabled` set by a modify in
+/// the same job (a refused modify takes the new volume away again).
 fn create(ctx: &mut Ctx<'_>, r: &Req) -> Answer {
-    check_body(r, CREATE_FIELDS)?;
+    let is_clone = r.body.get("clone").is_some();
+    check_body(
+        r,
+        if is_clone {
+            CLONE_FIELDS
+        } else {
+            CREATE_FIELDS
+        },
+    )?;
     let svm = ctx.svm_of(r)?;
     let name = need(r, "name")?;
     if name.len() > 203 {
@@ -301,11 +332,12 @@ fn create(ctx: &mut Ctx<'_>, r: &Req) -> Answer {
             format!("A new volume is online, not \"{s}\""),
         ));
     }
+    let snapdir = boolean(r, "snapshot_directory_access_enabled")?;
     let what = "POST /api/storage/volumes".to_string();
     if let Some(j) = injected_job(ctx, &svm, &what) {
         return Ok(j);
     }
-    let call = if r.body.get("clone").is_some() {
+    let call = if is_clone {
         clone_call(ctx, r, &svm, &name)?
     } else {
         create_call(ctx, r, &name)?
@@ -321,6 +353,16 @@ fn create(ctx: &mut Ctx<'_>, r: &Req) -> Answer {
         )
     })?;
     let uuid = vol_uuid(ctx, &svm, &name);
+    if let Some(visible) = snapdir {
+        let attrs = Node::new("volume-attributes").with(
+            Node::new("volume-snapshot-attributes")
+                .with_leaf("snapdir-access-enabled", visible.to_string()),
+        );
+        if let Err(e) = modify_iter(ctx, &svm, &name, attrs) {
+            let _ = destroy(ctx, &svm, &name, &uuid, true);
+            return Err(e);
+        }
+    }
     ctx.unlist(uuid.clone());
     let loc = format!("/api/storage/volumes/{uuid}");
     Ok(Reply::Job(ctx.job(&svm, what), Some(loc)))

@@ -70,7 +70,7 @@ fn valid_initiator(i: &str) -> bool {
 
 /// Checks the names and that none of them is in a group other than `own` already; returns
 /// them without repeats.
-fn check_initiators(c: &Cluster, own: Option<u64>, list: &[String]) -> Result<Vec<String>, Fail> {
+fn check_initiators(c: &Cluster, own: Option<u64>, list: &[&str]) -> Result<Vec<String>, Fail> {
     let mut out: Vec<String> = Vec::new();
     for i in list {
         if !valid_initiator(i) {
@@ -85,7 +85,7 @@ fn check_initiators(c: &Cluster, own: Option<u64>, list: &[String]) -> Result<Ve
         if let Some((gid, _)) = c
             .groups
             .iter()
-            .find(|(gid, g)| Some(**gid) != own && g.initiators.contains(i))
+            .find(|(gid, g)| Some(**gid) != own && g.initiators.iter().any(|x| x == i))
         {
             return Err(fail(
                 names::INITIATOR_EXISTS,
@@ -95,8 +95,8 @@ fn check_initiators(c: &Cluster, own: Option<u64>, list: &[String]) -> Result<Ve
                 ),
             ));
         }
-        if !out.contains(i) {
-            out.push(i.clone());
+        if !out.iter().any(|x| x == i) {
+            out.push(i.to_string());
         }
     }
     Ok(out)
@@ -230,12 +230,8 @@ pub(super) fn remove_volumes(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
 
 pub(super) fn add_initiators(ctx: &mut Ctx<'_>, p: &Params<'_>) -> R {
     let gid = p.id("volumeAccessGroupID")?;
-    let list = p.opt_strs("initiators")?.ok_or_else(|| {
-        fail(
-            names::INVALID_PARAMETER,
-            "Missing required parameter: initiators",
-        )
-    })?;
+    p.required("initiators")?;
+    let list = p.opt_strs("initiators")?.unwrap_or_default();
     let g = group(ctx.c, gid)?;
     let list = check_initiators(ctx.c, Some(gid), &list)?;
     let new = list.iter().filter(|i| !g.initiators.contains(i)).count();

@@ -334,67 +334,19 @@ pub(super) fn dispatch(ctx: &mut Ctx<'_>, version: (u32, u32), method: &str, par
     if version < m.since {
         return Err(unknown());
     }
-    let p = Params::new(params, m.params)?;
+    let p = Params::params(params, m.params, invalid)?;
     (m.run)(ctx, &p)
 }
 
 /// A method's parameters, checked against the names it takes.
-pub(super) struct Params<'a> {
-    map: Option<&'a Map<String, Value>>,
-}
+pub(super) type Params<'a> = crate::sim::body::Fields<'a, Fail>;
 
 fn invalid(message: String) -> Fail {
     fail(names::INVALID_PARAMETER, message)
 }
 
+/// Element's own kinds of parameter: ids, attributes, lists of ids.
 impl<'a> Params<'a> {
-    fn new(params: &'a Value, allowed: &[&str]) -> Result<Params<'a>, Fail> {
-        let map = match params {
-            Value::Null => None,
-            Value::Object(m) => Some(m),
-            _ => return Err(invalid("params must be a JSON object".into())),
-        };
-        if let Some(unknown) = map
-            .into_iter()
-            .flatten()
-            .map(|(k, _)| k)
-            .find(|k| !allowed.contains(&k.as_str()))
-        {
-            return Err(invalid(format!("Unknown parameter: {unknown}")));
-        }
-        Ok(Params { map })
-    }
-
-    /// The value of a parameter; JSON null counts as absent.
-    pub fn get(&self, name: &str) -> Option<&'a Value> {
-        self.map.and_then(|m| m.get(name)).filter(|v| !v.is_null())
-    }
-
-    fn required(&self, name: &str) -> Result<&'a Value, Fail> {
-        self.get(name)
-            .ok_or_else(|| invalid(format!("Missing required parameter: {name}")))
-    }
-
-    fn wrong(name: &str, expected: &str) -> Fail {
-        invalid(format!(
-            "Invalid type for parameter {name}: expected {expected}"
-        ))
-    }
-
-    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, Fail> {
-        self.get(name)
-            .map(|v| {
-                v.as_u64()
-                    .ok_or_else(|| Self::wrong(name, "a non-negative integer"))
-            })
-            .transpose()
-    }
-
-    pub fn u64(&self, name: &str) -> Result<u64, Fail> {
-        self.required(name)?;
-        Ok(self.opt_u64(name)?.unwrap_or_default())
-    }
-
     /// An id: a positive integer.
     pub fn id(&self, name: &str) -> Result<u64, Fail> {
         match self.u64(name)? {
@@ -403,36 +355,12 @@ impl<'a> Params<'a> {
         }
     }
 
-    pub fn opt_str(&self, name: &str) -> Result<Option<&'a str>, Fail> {
-        self.get(name)
-            .map(|v| v.as_str().ok_or_else(|| Self::wrong(name, "a string")))
-            .transpose()
-    }
-
-    pub fn str(&self, name: &str) -> Result<&'a str, Fail> {
-        self.required(name)?;
-        Ok(self.opt_str(name)?.unwrap_or_default())
-    }
-
-    pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, Fail> {
-        self.get(name)
-            .map(|v| v.as_bool().ok_or_else(|| Self::wrong(name, "a boolean")))
-            .transpose()
-    }
-
-    pub fn bool(&self, name: &str) -> Result<bool, Fail> {
-        self.required(name)?;
-        Ok(self.opt_bool(name)?.unwrap_or_default())
-    }
-
     /// A JSON object (attributes), at most 1000 bytes encoded as Element requires.
     pub fn opt_object(&self, name: &str) -> Result<Option<&'a Map<String, Value>>, Fail> {
         let Some(v) = self.get(name) else {
             return Ok(None);
         };
-        let o = v
-            .as_object()
-            .ok_or_else(|| Self::wrong(name, "an object"))?;
+        let o = v.as_object().ok_or_else(|| self.wrong(name, "an object"))?;
         if name == "attributes" && v.to_string().len() >= 1000 {
             return Err(invalid(
                 "Invalid value for parameter attributes: 1000 bytes or more".into(),
@@ -449,16 +377,13 @@ impl<'a> Params<'a> {
     }
 
     pub fn opt_ids(&self, name: &str) -> Result<Option<Vec<u64>>, Fail> {
-        let Some(v) = self.get(name) else {
+        let Some(a) = self.opt_array(name)? else {
             return Ok(None);
         };
-        let a = v
-            .as_array()
-            .ok_or_else(|| Self::wrong(name, "an array of integers"))?;
         a.iter()
             .map(|x| {
                 x.as_u64()
-                    .ok_or_else(|| Self::wrong(name, "an array of integers"))
+                    .ok_or_else(|| self.wrong(name, "an array of integers"))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
@@ -467,23 +392,6 @@ impl<'a> Params<'a> {
     pub fn ids(&self, name: &str) -> Result<Vec<u64>, Fail> {
         self.required(name)?;
         Ok(self.opt_ids(name)?.unwrap_or_default())
-    }
-
-    pub fn opt_strs(&self, name: &str) -> Result<Option<Vec<String>>, Fail> {
-        let Some(v) = self.get(name) else {
-            return Ok(None);
-        };
-        let a = v
-            .as_array()
-            .ok_or_else(|| Self::wrong(name, "an array of strings"))?;
-        a.iter()
-            .map(|x| {
-                x.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| Self::wrong(name, "an array of strings"))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
     }
 }
 

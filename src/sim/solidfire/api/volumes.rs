@@ -123,17 +123,15 @@ pub(super) fn qos(c: &Cluster, p: &Params<'_>, base: Qos) -> Result<Qos, Fail> {
     let bad = |m: String| fail(names::INVALID_PARAMETER, m);
     let mut q = base;
     for (k, v) in o {
-        let n = v.as_u64().ok_or_else(|| {
-            bad(format!(
-                "Invalid type for parameter qos.{k}: expected an integer"
-            ))
-        })?;
+        let n = v
+            .as_u64()
+            .ok_or_else(|| p.wrong(&format!("qos.{k}"), "an integer"))?;
         match k.as_str() {
             "minIOPS" => q.min = n,
             "maxIOPS" => q.max = n,
             "burstIOPS" => q.burst = n,
             "burstTime" => {}
-            _ => return Err(bad(format!("Unknown parameter: qos.{k}"))),
+            _ => return Err(bad(format!("Unrecognized parameter \"qos.{k}\""))),
         }
     }
     let range = |name: &str, v: u64, lo: u64, hi: u64| {
