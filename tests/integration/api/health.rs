@@ -441,6 +441,22 @@ async fn a_backend_still_initialising_makes_creates_retryable() {
     server.stop();
 }
 
+/// A core on `data` served in-process, with backend `lab` (pool `p1`, ssd).
+async fn served_with_lab(data: &Path) -> (storch::actors::Core, TestServer) {
+    let rt = crate::support::start(data).await;
+    let core = rt.core();
+    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
+    let r = post(
+        &storch::net::client(),
+        &s.url("/trident/v1/backend"),
+        backend,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json);
+    (core, s)
+}
+
 /// A disk that fails under the log (the log's flush failpoint): writes get 503 with the
 /// reason and `Retry-After`, `/readyz` says why, `storch_log_writable` drops to 0, reads go
 /// on, and nothing acknowledged before is lost.
@@ -454,17 +470,8 @@ async fn a_failed_log_flush_refuses_writes_with_the_reason_and_reads_go_on() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let rt = crate::support::start(&data).await;
-    let core = rt.core();
-    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let (core, s) = served_with_lab(&data).await;
     let c = storch::net::client();
-    let backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
-    assert_eq!(
-        post(&c, &s.url("/trident/v1/backend"), backend)
-            .await
-            .status,
-        201
-    );
     let metrics = || async { get_text(&c, &s.url("/metrics")).await };
     assert_eq!(
         sample(&metrics().await, "storch_log_writable", &[]),
@@ -532,17 +539,8 @@ async fn a_full_log_disk_refuses_writes_until_space_is_freed() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let rt = crate::support::start(&data).await;
-    let core = rt.core();
-    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let (core, s) = served_with_lab(&data).await;
     let c = storch::net::client();
-    let backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
-    assert_eq!(
-        post(&c, &s.url("/trident/v1/backend"), backend)
-            .await
-            .status,
-        201
-    );
     let free = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1 << 20));
     let source = free.clone();
     core.set_log_free_bytes_for_tests(move || source.load(std::sync::atomic::Ordering::SeqCst));
