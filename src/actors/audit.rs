@@ -280,12 +280,21 @@ impl Core {
         }
     }
 
+    /// Test support: the free bytes of the log's disk are what `free` says from now on
+    /// (instead of `statvfs`), as on a disk that fills up and is freed again.
+    #[doc(hidden)]
+    pub fn set_log_free_bytes_for_tests(&self, free: impl Fn() -> u64 + Send + Sync + 'static) {
+        if let Some(log) = self.shared.log() {
+            log.set_free_bytes_for_tests(free);
+        }
+    }
+
     /// The event log is open and takes writes (not poisoned by a failed write or flush, not
-    /// short of acknowledged records).
+    /// short of acknowledged records, its disk not below the reserve of free space).
     pub fn log_writable(&self) -> bool {
-        self.shared
-            .log()
-            .is_some_and(|l| l.poisoned().is_none() && l.check_acknowledged().is_ok())
+        self.shared.log().is_some_and(|l| {
+            l.poisoned().is_none() && l.check_acknowledged().is_ok() && l.disk_full().is_none()
+        })
     }
 
     /// Log open, replay done, not degraded.
@@ -294,7 +303,10 @@ impl Core {
         let log = self.shared.log();
         let degraded = match (&readiness, &log) {
             (Readiness::Failed(why), _) => Some(why.clone()),
-            (_, Some(log)) => log.poisoned().map(|p| format!("event log poisoned: {p}")),
+            (_, Some(log)) => log
+                .poisoned()
+                .map(|p| format!("event log poisoned: {p}"))
+                .or_else(|| log.disk_full().map(|e| e.public_reason())),
             (_, None) => Some("event log closed".into()),
         };
         let starting = match readiness {

@@ -28,6 +28,9 @@ pub struct CoreOptions {
     /// pools (`serve --local-root`); empty: the data dir. The `serve --config` file is not
     /// bound to them.
     pub local_roots: Vec<std::path::PathBuf>,
+    /// Free space the event log keeps on its disk (`serve --log-min-free`; 0: none): below
+    /// it writes are refused, before sled sees them, until space is freed.
+    pub log_min_free: u64,
 }
 
 impl CoreOptions {
@@ -53,6 +56,7 @@ impl Default for CoreOptions {
             reconcile_interval: std::time::Duration::from_secs(600),
             truncate_corrupt_tail: false,
             local_roots: Vec::new(),
+            log_min_free: crate::log::DEFAULT_MIN_FREE,
         }
     }
 }

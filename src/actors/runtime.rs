@@ -49,6 +49,7 @@ impl CoreRuntime {
             .await
             .map_err(|e| CoreError::Internal(e.to_string()))?
             .map_err(|e| CoreError::BootstrapFailed(e.to_string()))?;
+        log.set_min_free(opts.log_min_free);
         let secrets = match &opts.secrets_key {
             Some(path) => SecretBox::load(path),
             None => SecretBox::load_or_create(&dir),

@@ -223,10 +223,16 @@ impl Shared {
         let result = appender.append(request_id, batch).await;
         metrics::histogram!("storch_log_append_seconds").record(started.elapsed().as_secs_f64());
         let seqs = result.map_err(|e| {
-            tracing::error!(error = %e, "event log append failed");
+            use crate::log::LogError;
+            // A full disk is logged once, by the log, when it turns short and when it is not.
+            if !matches!(e, LogError::DiskFull { .. }) {
+                tracing::error!(error = %e, "event log append failed");
+            }
             // A leader whose log takes no writes gives the leadership up, so that a standby
             // takes over now rather than when the lease runs out (never: it is renewed).
-            if let (crate::log::LogError::Poisoned(_), Some(node)) = (&e, &self.opts.replication) {
+            if let (LogError::Poisoned(_) | LogError::DiskFull { .. }, Some(node)) =
+                (&e, &self.opts.replication)
+            {
                 let node = node.clone();
                 let reason = format!("its event log takes no writes: {}", e.public_reason());
                 tokio::spawn(async move { node.step_down(reason).await });

@@ -392,8 +392,10 @@ impl ApiError {
             ErrorKind::Core(CoreError::Unavailable(detail)) => {
                 tracing::warn!(op, error = %detail, "refused: core unavailable")
             }
+            // The log says once why it takes no writes (and again when it takes them again),
+            // not once per refused request.
             ErrorKind::Core(CoreError::LogUnavailable(why)) => {
-                tracing::warn!(op, %why, "refused: the event log takes no writes")
+                tracing::debug!(op, %why, "refused: the event log takes no writes")
             }
             ErrorKind::Core(CoreError::NotReady) => tracing::info!(op, "refused: not ready"),
             ErrorKind::Core(CoreError::Starting(why)) => {

@@ -137,6 +137,13 @@ pub struct ServeArgs {
     /// `storch events verify` first to see what that is.
     #[arg(long, env = "STORCH_TRUNCATE_CORRUPT_TAIL")]
     pub truncate_corrupt_tail: bool,
+
+    /// Free space to keep on the event log's disk, as a size such as 64Mi or 1Gi [default:
+    /// 64Mi]; 0 keeps none. Below it writes are refused (503, /readyz fails) before the log
+    /// is touched, and resume by themselves once space is freed.
+    #[arg(long, env = "STORCH_LOG_MIN_FREE", value_name = "SIZE", value_parser = crate::model::parse_size_strict)]
+    pub log_min_free: Option<u64>,
+
     /// A directory below which local backends added or updated over the API may put their
     /// pools (repeatable; comma separated in the variable) [default: the data dir]. Backends
     /// in the --config file are not bound to it.
@@ -289,8 +296,9 @@ mod tests {
     /// Parsing reads `STORCH_*` variables, so tests that parse or set them take turns.
     static ENV_LOCK: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 9] = [
+    const VARS: [&str; 10] = [
         "STORCH_DATA_DIR",
+        "STORCH_LOG_MIN_FREE",
         "STORCH_CONFIG",
         "STORCH_ADDRESS",
         "STORCH_PORT",
@@ -395,6 +403,33 @@ mod tests {
         let args = serve_args(&["storch", "serve", "--port", "7000"]).unwrap();
         assert_eq!(args.port, Some(7000));
         clear_env();
+    }
+
+    #[test]
+    fn log_min_free_is_a_size_that_reaches_the_core() {
+        let _env = ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        clear_env();
+        let defaults = serve_args(&["storch", "serve"]).unwrap();
+        assert_eq!(defaults.log_min_free, None);
+        let opts = defaults.into_settings().unwrap().core_options();
+        assert_eq!(opts.log_min_free, crate::log::DEFAULT_MIN_FREE);
+
+        for (given, bytes) in [("128Mi", 128 << 20), ("1GB", 1_000_000_000), ("0", 0)] {
+            let args = serve_args(&["storch", "serve", "--log-min-free", given]).unwrap();
+            let opts = args.into_settings().unwrap().core_options();
+            assert_eq!(opts.log_min_free, bytes, "{given}");
+        }
+        for (given, why) in [
+            ("1gi", "the unit is spelled \"Gi\""),
+            ("1.5Gi", "only whole numbers are allowed"),
+            ("lots", "unknown unit \"lots\""),
+        ] {
+            let err = serve_args(&["storch", "serve", "--log-min-free", given])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--log-min-free"), "{err}");
+            assert!(err.contains(why), "{given}: {err}");
+        }
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct ServeSettings {
     pub truncate_corrupt_tail: bool,
     /// `--local-root`s (empty: the data dir).
     pub local_roots: Vec<PathBuf>,
+    /// `--log-min-free`, when given.
+    pub log_min_free: Option<u64>,
 }
 
 /// Why the arguments were refused.
@@ -183,6 +185,7 @@ impl ServeArgs {
             reconcile_interval: self.reconcile_interval,
             truncate_corrupt_tail: self.truncate_corrupt_tail,
             local_roots: self.local_roots,
+            log_min_free: self.log_min_free,
         })
     }
 }
@@ -307,6 +310,9 @@ impl ServeSettings {
                 .unwrap_or(CoreOptions::default().reconcile_interval),
             truncate_corrupt_tail: self.truncate_corrupt_tail,
             local_roots: self.local_roots.clone(),
+            log_min_free: self
+                .log_min_free
+                .unwrap_or(CoreOptions::default().log_min_free),
             ..CoreOptions::default()
         }
     }
@@ -334,6 +340,7 @@ mod tests {
             reconcile_interval: None,
             truncate_corrupt_tail: false,
             local_roots: Vec::new(),
+            log_min_free: None,
         }
     }
 

@@ -12,7 +12,8 @@
 //!
 //! Files: `codec.rs` (the envelope frame and the chain hash), `store.rs` (sled: open, format
 //! check, checked reads, checkpoints, truncation), `writer.rs` (group commit), `files.rs` (the
-//! modes of the data dir and the log: 0700 and 0600).
+//! modes of the data dir and the log: 0700 and 0600), `space.rs` (the reserve of free space
+//! kept on the log's disk, so that sled never meets a full one).
 //!
 //! Integrity: every read ([`EventLog::read_from`], [`EventLog::verify`]) checks that each
 //! record decodes, is stored under its own sequence, follows its predecessor without a gap,
@@ -25,12 +26,14 @@ pub mod baseline;
 mod codec;
 pub mod files;
 mod replica;
+mod space;
 mod store;
 mod watermark;
 mod writer;
 
 pub use anchor::Anchor;
 pub use replica::{ReplicateFuture, Replicator, frame_hash, frame_seq};
+pub use space::DEFAULT_MIN_FREE;
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -139,6 +142,24 @@ pub enum LogError {
         acked: u64,
         reason: String,
     },
+    /// Less than the reserve of free space is left on the log's disk (`need`: what a
+    /// checkpoint needs on top of it): refused before sled saw anything, and writes resume by
+    /// themselves once space is freed.
+    #[error("{}", disk_full(*.free, *.reserve, *.need))]
+    DiskFull { free: u64, reserve: u64, need: u64 },
+}
+
+fn disk_full(free: u64, reserve: u64, need: u64) -> String {
+    use crate::model::format_size;
+    let need = match need {
+        0 => String::new(),
+        n => format!(" (and {} needed)", format_size(n)),
+    };
+    format!(
+        "the event log's disk is full: {} free, {} reserved{need}",
+        format_size(free),
+        format_size(reserve)
+    )
 }
 
 impl LogError {
@@ -175,6 +196,9 @@ impl LogError {
                 "the event log is corrupt at sequence {seq}: writes are refused; see `storch \
                  events verify`"
             ),
+            LogError::DiskFull { .. } => {
+                format!("{self}: writes resume by themselves once space is freed; reads go on")
+            }
             LogError::Closed => "the event log is closed: storch is stopping".to_string(),
             LogError::Locked { .. } | LogError::Storage(_) => {
                 "the event log could not be written; see the server log".to_string()
@@ -346,6 +370,22 @@ impl EventLog {
     /// The reason, once a failed write or flush has poisoned the log (report not-ready).
     pub fn poisoned(&self) -> Option<String> {
         self.inner.poisoned().map(str::to_string)
+    }
+
+    /// The free space the log keeps on its disk (default [`DEFAULT_MIN_FREE`]; 0: none): a
+    /// batch that finds less refused with [`LogError::DiskFull`] before sled sees it. No
+    /// effect on a log in memory.
+    pub fn set_min_free(&self, bytes: u64) {
+        if let Some(space) = &self.inner.space {
+            space.set_min_free(bytes);
+        }
+    }
+
+    /// [`LogError::DiskFull`] while the last look at the log's disk found less than the
+    /// reserve free (before a batch, and every second while short): writes are refused until
+    /// space is freed (report not-ready).
+    pub fn disk_full(&self) -> Option<LogError> {
+        self.inner.disk_short().map(|s| s.error())
     }
 
     /// Envelopes from `from_seq` (inclusive) in order, each checked against its hash and the
@@ -601,6 +641,15 @@ impl EventLog {
         self.inner
             .refresh_head()
             .expect("reading the event log head");
+    }
+
+    /// Test support: the free bytes of the log's disk are what `free` says from now on,
+    /// instead of `statvfs`. No effect on a log in memory.
+    #[doc(hidden)]
+    pub fn set_free_bytes_for_tests(&self, free: impl Fn() -> u64 + Send + Sync + 'static) {
+        if let Some(space) = &self.inner.space {
+            space.set_source(Arc::new(move || Ok(free())));
+        }
     }
 
     /// Test support (failpoint): the next batch the writer commits is written but its flush

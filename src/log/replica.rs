@@ -90,6 +90,10 @@ pub(crate) async fn append_frames(
     if envelopes.is_empty() {
         return Ok(envelopes);
     }
+    // As the writer does: sled never meets a full disk.
+    if let Some(short) = inner.check_space() {
+        return Err(short.error());
+    }
     inner
         .events
         .apply_batch(batch)

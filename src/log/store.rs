@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use sha2::{Digest, Sha256};
 
+use super::space::{Reserve, Short};
 use super::watermark::{Found, Mark, Watermark};
 use super::{Durability, Envelope, GENESIS_HASH, LogError};
 use super::{anchor, codec};
@@ -74,6 +75,8 @@ pub(crate) struct Inner {
     pub watermark: Option<Watermark>,
     /// Set at open when the store is shorter than the watermark; appends are refused.
     shortfall: Mutex<Option<Shortfall>>,
+    /// The reserve of free space on the log's disk (`None` for a log in memory).
+    pub space: Option<Reserve>,
 }
 
 impl Inner {
@@ -93,6 +96,16 @@ impl Inner {
 
     pub fn poisoned_error(&self) -> Option<LogError> {
         self.poisoned().map(|r| LogError::Poisoned(r.to_string()))
+    }
+
+    /// Looks at the log's disk before records go to sled: `Some` below the reserve.
+    pub fn check_space(&self) -> Option<Short> {
+        self.space.as_ref().and_then(Reserve::check)
+    }
+
+    /// Whether the last look found the log's disk below the reserve.
+    pub fn disk_short(&self) -> Option<Short> {
+        self.space.as_ref().and_then(Reserve::short)
     }
 
     /// Flushes everything written so far, unless the log is in memory.
@@ -273,6 +286,7 @@ pub(crate) fn open(dir: &Path, durability: Durability) -> Result<Inner, LogError
         fail_next_commit: AtomicBool::new(false),
         watermark,
         shortfall: Mutex::new(shortfall),
+        space: (durability != Durability::Memory).then(|| Reserve::of_dir(dir)),
     })
 }
 
@@ -765,9 +779,13 @@ pub(crate) async fn save_checkpoint(
             "refusing a checkpoint at sequence {seq}: the log head is {head}"
         )));
     }
+    let frame = checkpoint_frame(snapshot);
+    if let Some(space) = &inner.space {
+        space.fits(frame.len() as u64)?;
+    }
     inner
         .checkpoints
-        .insert(key(seq), checkpoint_frame(snapshot))
+        .insert(key(seq), frame)
         .map_err(|e| storage("writing a checkpoint", e))?;
     inner.flush().await?;
     // The new checkpoint is durable: drop all but the newest few.

@@ -1,6 +1,6 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 use proptest::prelude::*;
 
@@ -738,6 +738,125 @@ async fn a_failed_flush_poisons_the_log() {
     drop((appender, other));
     assert!(matches!(log.shutdown().await, Err(LogError::Poisoned(_))));
     assert_eq!(sink.batches.load(Ordering::SeqCst), 1);
+}
+
+/// A free-space figure a test sets, as on a disk that fills up and is freed again.
+fn injected_free(log: &EventLog, bytes: u64) -> Arc<AtomicU64> {
+    let free = Arc::new(AtomicU64::new(bytes));
+    let source = free.clone();
+    log.set_free_bytes_for_tests(move || source.load(Ordering::SeqCst));
+    free
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn below_the_reserve_a_batch_never_reaches_sled_and_writes_resume_by_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    log.set_min_free(64 << 20);
+    let free = injected_free(&log, 1 << 30);
+    let sink = Arc::new(RecordingSink::default());
+    let appender = log.start_writer(sink.clone());
+    assert_eq!(
+        appender
+            .append("ok", vec![ev("K", "s", b"1")])
+            .await
+            .unwrap(),
+        vec![1]
+    );
+    assert!(log.disk_full().is_none());
+
+    free.store(3 << 20, Ordering::SeqCst);
+    for attempt in 0..3 {
+        let refused = appender
+            .append("full", vec![ev("K", "s", b"2"), ev("K", "s", b"3")])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                LogError::DiskFull {
+                    free: 3145728,
+                    reserve: 67108864,
+                    need: 0
+                }
+            ),
+            "attempt {attempt}: {refused:?}"
+        );
+        assert_eq!(
+            refused.public_reason(),
+            "the event log's disk is full: 3 MiB free, 64 MiB reserved: writes resume by \
+             themselves once space is freed; reads go on"
+        );
+    }
+    // Nothing of the refused batches reached sled, the sink or the head; nothing is poisoned.
+    assert_eq!(log.raw_frame(2), None);
+    assert_eq!(log.head().0, 1);
+    assert_eq!(sink.seqs(), vec![1]);
+    assert_eq!(log.poisoned(), None);
+    assert!(matches!(
+        log.disk_full(),
+        Some(LogError::DiskFull { free: 3145728, .. })
+    ));
+
+    // Space returns: the writer notices without a write, then takes the next batch.
+    free.store(1 << 30, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while log.disk_full().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never looked again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        appender
+            .append("back", vec![ev("K", "s", b"2")])
+            .await
+            .unwrap(),
+        vec![2]
+    );
+    drop(appender);
+    log.shutdown().await.unwrap();
+    let report = log.verify();
+    assert_eq!((report.events, report.first_bad), (2, None));
+    assert_eq!(report.acknowledged, Some(2));
+}
+
+#[tokio::test]
+async fn a_checkpoint_needs_its_size_above_the_reserve() {
+    let (_dir, log) = filled(2).await;
+    log.set_min_free(1 << 20);
+    injected_free(&log, (1 << 20) + 1000);
+    let refused = log.save_checkpoint(2, vec![7; 2000]).await.unwrap_err();
+    assert!(
+        matches!(refused, LogError::DiskFull { need, .. } if need > 2000),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("needed"), "{refused}");
+    assert_eq!(log.latest_checkpoint().unwrap(), None);
+    assert!(log.disk_full().is_none(), "the log still takes batches");
+    log.save_checkpoint(2, vec![7; 500]).await.unwrap();
+    assert_eq!(log.latest_checkpoint().unwrap().unwrap().0, 2);
+}
+
+#[tokio::test]
+async fn replicated_records_wait_for_space_too() {
+    let (_leader_dir, leader) = filled(3).await;
+    let frames = leader.frames_from(1, 10).unwrap();
+    let frames: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+    let free = injected_free(&log, 0);
+    let refused = log.append_replicated(&frames).await.unwrap_err();
+    assert!(
+        matches!(refused, LogError::DiskFull { free: 0, .. }),
+        "{refused:?}"
+    );
+    assert_eq!(log.head().0, 0);
+    assert_eq!(log.poisoned(), None);
+    free.store(u64::MAX, Ordering::SeqCst);
+    assert_eq!(log.append_replicated(&frames).await.unwrap().len(), 3);
+    assert_eq!(log.head(), leader.head());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

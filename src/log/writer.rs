@@ -8,6 +8,8 @@
 //! [`Replicator`], the applier first has the batches replicated (every batch that queued during
 //! the previous round trip, in one call), so a batch is acked only once it is durable both here
 //! and on the replica, and the replica's round trip overlaps the next local flushes. A failed write, flush or replication poisons the log for good.
+//! A batch that finds less than the reserve free on the log's disk (`space`) is refused before
+//! sled sees it; while the disk is short the writer looks again every `space::RECHECK`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,7 +17,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
 
 use super::store::{Inner, key};
-use super::{CommitSink, Durability, Envelope, LogError, NewEvent, Replicator, codec};
+use super::{CommitSink, Durability, Envelope, LogError, NewEvent, Replicator, codec, space};
 
 /// A batch stops growing once it holds this many events (a single larger `append` still goes
 /// through whole, as its own batch).
@@ -156,15 +158,32 @@ pub(crate) async fn run(
         counts: Vec::new(),
         envelopes: Vec::new(),
     };
+    // A disk already short at start shows at once (readiness, the gauge) and is watched.
+    w.inner.check_space();
     let mut carry: Option<Request> = None;
     loop {
         let first = match carry.take() {
             Some(r) => r,
-            None => match rx.recv().await {
-                Some(r) => r,
-                // Every Appender is gone and the queue is empty.
-                None => break,
-            },
+            None => {
+                let next = if w.inner.disk_short().is_some() {
+                    // Below the reserve: look at the disk again while nothing comes, so that
+                    // writes and readiness come back once space is freed.
+                    match tokio::time::timeout(space::RECHECK, rx.recv()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            w.inner.check_space();
+                            continue;
+                        }
+                    }
+                } else {
+                    rx.recv().await
+                };
+                match next {
+                    Some(r) => r,
+                    // Every Appender is gone and the queue is empty.
+                    None => break,
+                }
+            }
         };
         let mut events = first.events.len();
         w.requests.push(first);
@@ -228,6 +247,12 @@ impl Writer {
                     "{reason}; appends are refused until the corrupt tail is truncated"
                 ),
             });
+            return;
+        }
+        // Below the reserve of free space the batch never reaches sled, which would fail
+        // every later write after one that met a full disk.
+        if let Some(short) = self.inner.check_space() {
+            self.fail_all(|| short.error());
             return;
         }
 

@@ -931,6 +931,28 @@ async fn a_rejoining_leaders_log_says_its_unacknowledged_tail_was_cut_back() {
 /// standby takes over with every acknowledged write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_log_fails_steps_down_and_the_standby_takes_over() {
+    a_leader_whose_log_takes_no_writes_steps_down(
+        |core| core.fail_next_log_flush_for_tests(),
+        "disk failed",
+    )
+    .await;
+}
+
+/// The same with a disk that fills up (below the log's reserve of free space): the leader
+/// steps down rather than lead a cluster that takes no writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_log_disk_is_full_steps_down_and_the_standby_takes_over() {
+    a_leader_whose_log_takes_no_writes_steps_down(
+        |core| core.set_log_free_bytes_for_tests(|| 0),
+        "disk is full",
+    )
+    .await;
+}
+
+async fn a_leader_whose_log_takes_no_writes_steps_down(
+    fault: impl FnOnce(&storch::actors::Core),
+    says: &str,
+) {
     let _heavy = crate::support::heavy();
     let etcd = Etcd::start().await;
     let tmp = tempfile::tempdir().unwrap();
@@ -941,14 +963,12 @@ async fn a_leader_whose_log_fails_steps_down_and_the_standby_takes_over() {
     let b = start_replicated(&dir_b, node(&etcd, "b")).await;
     wait_standby_of(&b, "a").await;
 
-    a.core().fail_next_log_flush_for_tests();
+    fault(&a.core());
     let err = add_volume(&a.core(), &ctx, volume("doomed"))
         .await
         .unwrap_err();
     match &err {
-        storch::actors::CoreError::LogUnavailable(why) => {
-            assert!(why.contains("disk failed"), "{why}")
-        }
+        storch::actors::CoreError::LogUnavailable(why) => assert!(why.contains(says), "{why}"),
         other => panic!("expected LogUnavailable, got {other:?}"),
     }
     wait_readiness(

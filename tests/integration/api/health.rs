@@ -441,6 +441,22 @@ async fn a_backend_still_initialising_makes_creates_retryable() {
     server.stop();
 }
 
+/// A core on `data` served in-process, with backend `lab` (pool `p1`, ssd).
+async fn served_with_lab(data: &Path) -> (storch::actors::Core, TestServer) {
+    let rt = crate::support::start(data).await;
+    let core = rt.core();
+    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
+    let r = post(
+        &storch::net::client(),
+        &s.url("/trident/v1/backend"),
+        backend,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json);
+    (core, s)
+}
+
 /// A disk that fails under the log (the log's flush failpoint): writes get 503 with the
 /// reason and `Retry-After`, `/readyz` says why, `storch_log_writable` drops to 0, reads go
 /// on, and nothing acknowledged before is lost.
@@ -454,17 +470,8 @@ async fn a_failed_log_flush_refuses_writes_with_the_reason_and_reads_go_on() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let rt = crate::support::start(&data).await;
-    let core = rt.core();
-    let s = TestServer::start(rt, ServeOptions::default()).await;
+    let (core, s) = served_with_lab(&data).await;
     let c = storch::net::client();
-    let backend = crate::support::fake_backend("lab", "file", &[("p1", crate::support::ssd())]);
-    assert_eq!(
-        post(&c, &s.url("/trident/v1/backend"), backend)
-            .await
-            .status,
-        201
-    );
     let metrics = || async { get_text(&c, &s.url("/metrics")).await };
     assert_eq!(
         sample(&metrics().await, "storch_log_writable", &[]),
@@ -514,6 +521,68 @@ async fn a_failed_log_flush_refuses_writes_with_the_reason_and_reads_go_on() {
             .await
             .status,
         201
+    );
+    s.stop().await;
+}
+
+/// A log disk that fills up (an injected free-space figure below the default reserve of
+/// 64 MiB): writes get 503 naming free and reserved space, `/readyz` says so,
+/// `storch_log_writable` drops to 0, reads go on; once space is freed everything comes back
+/// without a restart. (A real filesystem that fills up: `cli::disk`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_log_disk_refuses_writes_until_space_is_freed() {
+    if !crate::support::in_own_process(
+        module_path!(),
+        "a_full_log_disk_refuses_writes_until_space_is_freed",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (core, s) = served_with_lab(&data).await;
+    let c = storch::net::client();
+    let free = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1 << 20));
+    let source = free.clone();
+    core.set_log_free_bytes_for_tests(move || source.load(std::sync::atomic::Ordering::SeqCst));
+
+    let class = json!({"name": "gold", "attributes": {"media": "ssd"}});
+    let r = post(&c, &s.url("/trident/v1/storageclass"), class.clone()).await;
+    assert_eq!(r.status, 503, "{:?}", r.json);
+    assert_eq!(r.headers["retry-after"], "1");
+    let msg = r.json["error"].as_str().unwrap();
+    assert!(
+        msg.contains("the event log's disk is full: 1 MiB free, 64 MiB reserved"),
+        "{msg}"
+    );
+    assert!(msg.contains("resume by themselves"), "{msg}");
+    assert!(!msg.contains(data.to_str().unwrap()), "no paths: {msg}");
+    let (status, reasons) = readyz_reasons(&c, &s.url("")).await;
+    assert_eq!(status, 503);
+    assert!(reasons[0].contains("disk is full"), "{reasons:?}");
+    let metrics = || async { get_text(&c, &s.url("/metrics")).await };
+    assert_eq!(
+        sample(&metrics().await, "storch_log_writable", &[]),
+        Some(0.0)
+    );
+    let r = get(&c, &s.url("/trident/v1/backend/lab")).await;
+    assert_eq!(r.status, 200, "reads go on: {:?}", r.json);
+
+    free.store(1 << 30, std::sync::atomic::Ordering::SeqCst);
+    crate::support::eventually("readiness to come back", async || {
+        readyz_reasons(&c, &s.url("")).await.0 == 200
+    })
+    .await;
+    assert_eq!(
+        sample(&metrics().await, "storch_log_writable", &[]),
+        Some(1.0)
+    );
+    let r = post(&c, &s.url("/trident/v1/storageclass"), class).await;
+    assert_eq!(r.status, 201, "{:?}", r.json);
+    assert_eq!(
+        get(&c, &s.url("/trident/v1/storageclass/gold"))
+            .await
+            .status,
+        200
     );
     s.stop().await;
 }
