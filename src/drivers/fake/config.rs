@@ -104,27 +104,22 @@ impl FakeDriver {
     /// Builds the driver from a backend config whose common part is already parsed. Loads the
     /// state file when `statePath` is set; contacts nothing else.
     pub fn from_config(doc: &Value, common: &CommonConfig) -> DriverResult<FakeDriver> {
-        let obj = as_object(doc)?;
-        let protocol = parse_protocol(obj)?;
-        let instance_name = opt_str(obj, "instanceName")?
-            .unwrap_or_default()
-            .to_string();
-        let backend_name = backend_name(common, &instance_name)?;
-        let mut pools = parse_pools(obj)?;
-        let pool_index: HashMap<String, usize> = pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.info.name.clone(), i))
-            .collect();
-        let latency = parse_latency(obj)?;
-        let failure_rate = parse_failure_rate(obj)?;
-        apply_fail_pools(obj, &mut pools, &pool_index)?;
-        let fail_destroy = parse_fail_destroy(obj)?;
-        let chap = parse_flag(obj, "useCHAP")?;
-        let per_host_access = parse_flag(obj, "perHostAccess")?;
-        let username = opt_str(obj, "username")?.map(|s| Secret(s.to_string()));
-        let password = opt_str(obj, "password")?.map(|s| Secret(s.to_string()));
-        let persister = parse_state_path(obj)?;
+        let FakeConfig {
+            instance_name,
+            backend_name,
+            protocol,
+            pools,
+            pool_index,
+            latency,
+            failure_rate,
+            fail_destroy,
+            chap,
+            per_host_access,
+            limit_volume_size,
+            username,
+            password,
+            persister,
+        } = FakeConfig::parse(doc, common)?;
         let mut state = ArrayState {
             free: pools.iter().map(|p| p.size_bytes).collect(),
             ..ArrayState::default()
@@ -145,10 +140,67 @@ impl FakeDriver {
             fail_destroy,
             chap,
             per_host_access,
+            limit_volume_size,
             username,
             password,
             persister,
             state: Mutex::new(state),
+        })
+    }
+}
+
+/// A fake backend config, parsed: everything the driver takes from it but the state file.
+pub struct FakeConfig {
+    instance_name: String,
+    backend_name: String,
+    protocol: Protocol,
+    pools: Vec<Pool>,
+    pool_index: HashMap<String, usize>,
+    latency: Latency,
+    failure_rate: f64,
+    fail_destroy: Option<String>,
+    chap: bool,
+    per_host_access: bool,
+    limit_volume_size: Option<u64>,
+    username: Option<Secret>,
+    password: Option<Secret>,
+    persister: Option<Arc<Persister>>,
+}
+
+impl FakeConfig {
+    /// Parses the driver's part of a backend config whose common part is already parsed;
+    /// reads no file.
+    pub fn parse(doc: &Value, common: &CommonConfig) -> DriverResult<FakeConfig> {
+        let obj = as_object(doc)?;
+        let protocol = parse_protocol(obj)?;
+        let instance_name = opt_str(obj, "instanceName")?
+            .unwrap_or_default()
+            .to_string();
+        let backend_name = backend_name(common, &instance_name)?;
+        let mut pools = parse_pools(obj)?;
+        let pool_index: HashMap<String, usize> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.info.name.clone(), i))
+            .collect();
+        let latency = parse_latency(obj)?;
+        let failure_rate = parse_failure_rate(obj)?;
+        apply_fail_pools(obj, &mut pools, &pool_index)?;
+        Ok(FakeConfig {
+            instance_name,
+            backend_name,
+            protocol,
+            pools,
+            pool_index,
+            latency,
+            failure_rate,
+            fail_destroy: parse_fail_destroy(obj)?,
+            chap: parse_flag(obj, "useCHAP")?,
+            per_host_access: parse_flag(obj, "perHostAccess")?,
+            limit_volume_size: parse_limit(obj)?,
+            username: opt_str(obj, "username")?.map(|s| Secret(s.to_string())),
+            password: opt_str(obj, "password")?.map(|s| Secret(s.to_string())),
+            persister: parse_state_path(obj)?,
         })
     }
 }
@@ -248,6 +300,22 @@ fn parse_flag(obj: &Map<String, Value>, key: &'static str) -> DriverResult<bool>
         Some(Value::Bool(b)) => Ok(*b),
         Some(other) => Err(wrong_type(key, "a boolean", Some(other))),
     }
+}
+
+/// `limitVolumeSize`: a size at least the smallest volume.
+fn parse_limit(obj: &Map<String, Value>) -> DriverResult<Option<u64>> {
+    let Some(s) = opt_str(obj, "limitVolumeSize")? else {
+        return Ok(None);
+    };
+    let limit = crate::model::parse_size(s)
+        .map_err(|e| DriverError::Invalid(format!("invalid value for limitVolumeSize: {e}")))?;
+    if limit < super::MIN_VOLUME_BYTES {
+        return Err(DriverError::Invalid(format!(
+            "invalid value for limitVolumeSize: below the smallest volume ({} bytes)",
+            super::MIN_VOLUME_BYTES
+        )));
+    }
+    Ok(Some(limit))
 }
 
 fn parse_state_path(obj: &Map<String, Value>) -> DriverResult<Option<Arc<Persister>>> {

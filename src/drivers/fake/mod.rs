@@ -49,6 +49,9 @@
 //!   and every pool holding a volume must still be configured. If a write fails, the call
 //!   returns `Other` but its change stays in memory, like an array whose answer was lost; the
 //!   next successful write includes it. Two drivers must not share a state file at once.
+//! - `limitVolumeSize`: a size (`"10Gi"`), the largest volume the array makes, as Trident's
+//!   option of that name on its ONTAP and Element drivers: a create or a resize above it is
+//!   refused (placement and the core check the driver's `size_limits` first).
 //! - `perHostAccess`: `true` makes the array grant access per host, as an array with an
 //!   access group per host does: `needs_publish` is true, `publish` grants a host (a block
 //!   volume needs the host's iSCSI initiator and gets the lowest LUN number free among that
@@ -89,7 +92,7 @@ use super::{
 };
 use crate::model::{AccessInfo, Protocol};
 
-pub use self::config::Latency;
+pub use self::config::{FakeConfig, Latency};
 
 /// The `storageDriverName` of this driver.
 pub const DRIVER_NAME: &str = "fake";
@@ -123,6 +126,8 @@ pub struct FakeDriver {
     chap: bool,
     /// `perHostAccess`.
     per_host_access: bool,
+    /// `limitVolumeSize`: the largest volume, if limited.
+    limit_volume_size: Option<u64>,
     // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
     #[allow(dead_code)]
     username: Option<Secret>,
@@ -325,6 +330,9 @@ impl StorageDriver for FakeDriver {
         if self.per_host_access {
             config["perHostAccess"] = json!(true);
         }
+        if let Some(limit) = self.limit_volume_size {
+            config["limitVolumeSize"] = json!(crate::model::canonical_size(limit));
+        }
         config
     }
 
@@ -333,7 +341,10 @@ impl StorageDriver for FakeDriver {
     }
 
     fn size_limits(&self) -> super::SizeLimits {
-        super::SizeLimits::at_least(MIN_VOLUME_BYTES)
+        super::SizeLimits {
+            min_bytes: MIN_VOLUME_BYTES,
+            max_bytes: self.limit_volume_size,
+        }
     }
 
     async fn discover(&self) -> DriverResult<Discovery> {
@@ -499,6 +510,9 @@ impl StorageDriver for FakeDriver {
             if size_bytes == v.size_bytes {
                 return Ok(());
             }
+            self.size_limits()
+                .check(size_bytes)
+                .map_err(DriverError::Invalid)?;
             let grow = size_bytes - v.size_bytes;
             self.reserve(&mut st.free, v.pool, grow, internal_name)?;
             v.size_bytes = size_bytes;
