@@ -246,9 +246,9 @@ pub(crate) fn recording<T>(f: impl FnOnce() -> T) -> (T, Reads) {
 
 impl Reads {
     /// The keys of `doc` that no lookup read, by path (`fooBar`, `defaults.fooBar`,
-    /// `Types[1].zzz`), in the order of the document's maps. Only objects a parser looked in by key are
-    /// judged; a map read whole (pools by name, labels, attributes) is not, but the objects
-    /// inside it are. [`ACCEPTED_KEYS`] at the top are never unread.
+    /// `Types[1].zzz`), in the order of the document's maps. Only objects a parser looked in
+    /// by key are judged; a map read whole (pools by name, labels, attributes) is not, but the
+    /// objects inside it are. [`ACCEPTED_KEYS`] at the top are never unread.
     pub(crate) fn unread(&self, doc: &Value) -> Vec<String> {
         let mut out = Vec::new();
         if let Value::Object(top) = doc {

@@ -54,11 +54,12 @@ pub fn build_driver(doc: &serde_json::Value) -> Result<BuiltDriver, DriverError>
 }
 
 /// The keys of a backend config that storch ignores, by path (`fooBar`, `defaults.fooBar`,
-/// `Types[1].zzz`), in document order; empty when the config does not parse (its error says
-/// what is wrong). Keys match as the drivers read them (exact, else case-insensitive), so a
-/// key read under another case is not ignored, and of two spellings of one key the one not
-/// read is. Parses as [`build_driver`] does but builds nothing and reads no file (it logs
-/// nothing either: building the backend logs what its config deserves).
+/// `Types[1].zzz`), in the order of its maps; empty when the config does not parse (its
+/// error says what is wrong). Keys match as the drivers read them (exact, else
+/// case-insensitive), so a key read under another case is not ignored, and of two spellings
+/// of one key the one not read is. Parses as [`build_driver`] does but builds nothing and
+/// reads no file (it logs nothing either: building the backend logs what its config
+/// deserves).
 pub fn ignored_keys(doc: &serde_json::Value) -> Vec<String> {
     let (parsed, reads) =
         tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {

@@ -104,46 +104,24 @@ impl FakeDriver {
     /// Builds the driver from a backend config whose common part is already parsed. Loads the
     /// state file when `statePath` is set; contacts nothing else.
     pub fn from_config(doc: &Value, common: &CommonConfig) -> DriverResult<FakeDriver> {
-        let FakeConfig {
-            instance_name,
-            backend_name,
-            protocol,
-            pools,
-            pool_index,
-            latency,
-            failure_rate,
-            fail_destroy,
-            chap,
-            per_host_access,
-            limit_volume_size,
-            username,
-            password,
-            persister,
-        } = FakeConfig::parse(doc, common)?;
+        let cfg = FakeConfig::parse(doc, common)?;
         let mut state = ArrayState {
-            free: pools.iter().map(|p| p.size_bytes).collect(),
+            free: cfg.pools.iter().map(|p| p.size_bytes).collect(),
             ..ArrayState::default()
         };
-        if let Some(p) = &persister {
-            load_state(p, &instance_name, &pools, &pool_index, &mut state)?;
+        if let Some(p) = &cfg.persister {
+            load_state(
+                p,
+                &cfg.instance_name,
+                &cfg.pools,
+                &cfg.pool_index,
+                &mut state,
+            )?;
         }
         Ok(FakeDriver {
-            backend_name,
-            instance_name,
-            protocol,
+            cfg,
             storage_prefix: common.storage_prefix.clone(),
             default_size_bytes: common.default_size_bytes,
-            pools,
-            pool_index,
-            latency,
-            failure_rate,
-            fail_destroy,
-            chap,
-            per_host_access,
-            limit_volume_size,
-            username,
-            password,
-            persister,
             state: Mutex::new(state),
         })
     }
@@ -151,20 +129,28 @@ impl FakeDriver {
 
 /// A fake backend config, parsed: everything the driver takes from it but the state file.
 pub struct FakeConfig {
-    instance_name: String,
-    backend_name: String,
-    protocol: Protocol,
-    pools: Vec<Pool>,
-    pool_index: HashMap<String, usize>,
-    latency: Latency,
-    failure_rate: f64,
-    fail_destroy: Option<String>,
-    chap: bool,
-    per_host_access: bool,
-    limit_volume_size: Option<u64>,
+    pub(super) backend_name: String,
+    pub(super) instance_name: String,
+    pub(super) protocol: Protocol,
+    /// Sorted by name.
+    pub(super) pools: Vec<Pool>,
+    pub(super) pool_index: HashMap<String, usize>,
+    pub(super) latency: Latency,
+    pub(super) failure_rate: f64,
+    /// `failDestroy` message.
+    pub(super) fail_destroy: Option<String>,
+    /// `useCHAP`.
+    pub(super) chap: bool,
+    /// `perHostAccess`.
+    pub(super) per_host_access: bool,
+    /// `limitVolumeSize`: the largest volume, if limited.
+    pub(super) limit_volume_size: Option<u64>,
+    // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
+    #[allow(dead_code)]
     username: Option<Secret>,
+    #[allow(dead_code)]
     password: Option<Secret>,
-    persister: Option<Arc<Persister>>,
+    pub(super) persister: Option<Arc<Persister>>,
 }
 
 impl FakeConfig {

@@ -472,7 +472,11 @@ fn ignored_backend_keys_are_warned_and_oversize_resizes_refused() {
     );
     let dir = server.data_dir.parent().unwrap().to_path_buf();
     let file = dir.join("capped.yaml");
-    std::fs::write(&file, yaml.replace("limitAggregateUsage", "autoExportPolicy")).unwrap();
+    std::fs::write(
+        &file,
+        yaml.replace("limitAggregateUsage", "autoExportPolicy"),
+    )
+    .unwrap();
     let out = server.run(&["update", "backend", "capped", "-f", file.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(

@@ -572,7 +572,10 @@ async fn capacities_beyond_the_drivers_limit_are_out_of_range() {
         capacity_range: range(bytes, 0),
         ..ControllerExpandVolumeRequest::default()
     };
-    let status = c.controller_expand_volume(expand(2 * GIB10)).await.unwrap_err();
+    let status = c
+        .controller_expand_volume(expand(2 * GIB10))
+        .await
+        .unwrap_err();
     assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
     assert!(status.message().contains("too large"), "{status:?}");
     assert_eq!(events().await, before);
