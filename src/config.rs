@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::actors::Declared;
+use crate::actors::{Declared, backend_entry};
 use crate::model::StorageClassConfig;
 
 /// The `server` section.
@@ -40,6 +40,11 @@ pub struct FileConfig {
     pub server: ServerSection,
     pub backends: Vec<Value>,
     pub storage_classes: Vec<StorageClassConfig>,
+    /// One per entry with fields storch ignores (the backend configs and storage classes are
+    /// Trident-shaped: unknown fields are accepted, as Trident did, and named here), each
+    /// naming the file, the entry and the fields; `serve` logs them each time it applies the
+    /// file.
+    pub warnings: Vec<String>,
 }
 
 /// A config file problem: names the file, the entry and the field.
@@ -71,6 +76,7 @@ impl FileConfig {
             return FileConfig {
                 path: path.to_path_buf(),
                 server: ServerSection::default(),
+                warnings: ignored(path, &backends, &[], &[]),
                 backends,
                 storage_classes: Vec::new(),
             }
@@ -102,16 +108,20 @@ impl FileConfig {
         };
         let mut backends = list("backends")?;
         absolute_backend_paths(&mut backends)?;
-        let storage_classes = list("storageClasses")?
+        let (storage_classes, class_fields): (Vec<_>, Vec<_>) = list("storageClasses")?
             .into_iter()
             .enumerate()
             .map(|(i, v)| {
-                StorageClassConfig::from_value(v).map_err(|e| format!("storageClasses[{i}]: {e}"))
+                StorageClassConfig::from_value_reporting(v)
+                    .map_err(|e| format!("storageClasses[{i}]: {e}"))
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         FileConfig {
             path: path.to_path_buf(),
             server,
+            warnings: ignored(path, &backends, &storage_classes, &class_fields),
             backends,
             storage_classes,
         }
@@ -135,13 +145,38 @@ impl FileConfig {
     }
 }
 
+/// The file's warnings: per backend config the keys its driver ignores, per storage class the
+/// fields it ignores (`class_fields[i]` for `classes[i]`), one line per entry.
+fn ignored(
+    path: &Path,
+    backends: &[Value],
+    classes: &[StorageClassConfig],
+    class_fields: &[Vec<String>],
+) -> Vec<String> {
+    let line = |entry: String, fields: Vec<String>| {
+        (!fields.is_empty()).then(|| {
+            let fields = crate::model::ignored_warnings(fields).join("; ");
+            format!("{}: {entry}: {fields}", path.display())
+        })
+    };
+    let backends = backends
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| line(backend_entry(i, b), crate::drivers::ignored_keys(b)));
+    let classes = classes
+        .iter()
+        .zip(class_fields)
+        .enumerate()
+        .filter_map(|(i, (c, fields))| {
+            line(format!("storageClasses[{i}] ({})", c.name), fields.clone())
+        });
+    backends.chain(classes).collect()
+}
+
 /// Makes the paths of every backend config of a file absolute.
 fn absolute_backend_paths(backends: &mut [Value]) -> Result<(), String> {
     for (i, b) in backends.iter_mut().enumerate() {
-        let at = match b.get("backendName").and_then(Value::as_str) {
-            Some(name) => format!("backends[{i}] ({name})"),
-            None => format!("backends[{i}]"),
-        };
+        let at = backend_entry(i, b);
         if !b.is_object() {
             return Err(format!("{at}: expected a backend config mapping"));
         }
@@ -263,6 +298,23 @@ mod tests {
         for b in &c.backends {
             crate::drivers::build_driver(b).unwrap();
         }
+    }
+
+    #[test]
+    fn ignored_fields_are_named_per_entry() {
+        let c = parse(
+            "backends:\n  - {version: 1, storageDriverName: fake, backendName: f, instanceName: f, colour: red, pools: {p: {attributes: {}, sizeBytes: 1000000000, size: 1Gi}}, password: hunter2-canary}\n  - {version: 1, storageDriverName: fake, instanceName: g, pools: {}}\nstorageClasses:\n  - {name: fast, provisioner: x, attributes: {media: ssd}}\n  - {name: slow}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.warnings,
+            [
+                "storch.yaml: backends[0] (f): unknown field \"colour\" was ignored; unknown field \"pools.p.size\" was ignored",
+                "storch.yaml: storageClasses[0] (fast): unknown field \"provisioner\" was ignored",
+            ]
+        );
+        assert!(!c.warnings.concat().contains("hunter2"));
+        assert!(parse("backends: []\n").unwrap().warnings.is_empty());
     }
 
     #[test]

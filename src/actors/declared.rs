@@ -45,6 +45,15 @@ struct Validated {
     class_names: BTreeSet<String>,
 }
 
+/// How errors and warnings name the backend at `index` of a declaration: `backends[1]`, or
+/// `backends[1] (nas1)` when the config names it.
+pub fn backend_entry(index: usize, doc: &serde_json::Value) -> String {
+    match doc.get("backendName").and_then(serde_json::Value::as_str) {
+        Some(name) => format!("backends[{index}] ({name})"),
+        None => format!("backends[{index}]"),
+    }
+}
+
 impl Declared {
     /// Checks every entry as [`Core::apply_declared`] will (driver configs, names, classes, no
     /// name twice) without changing anything: what a config file must pass at start and on
@@ -63,10 +72,7 @@ impl Declared {
         let mut backend_names = BTreeSet::new();
         let mut backends = Vec::new();
         for (i, doc) in self.backends.iter().enumerate() {
-            let at = match doc.get("backendName").and_then(serde_json::Value::as_str) {
-                Some(name) => format!("backends[{i}] ({name})"),
-                None => format!("backends[{i}]"),
-            };
+            let at = backend_entry(i, doc);
             let built = crate::drivers::build_driver(doc).map_err(|e| format!("{at}: {e}"))?;
             let name = built.common.backend_name.clone();
             if let Some(n) = &name

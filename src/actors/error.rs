@@ -42,6 +42,11 @@ pub enum CoreError {
     /// Bad input; the message names the field (HTTP 400).
     #[error("{0}")]
     Invalid(String),
+    /// A size no candidate's driver makes (below its minimum, above its maximum): bad input,
+    /// refused before anything is recorded; the message starts `size: ` (HTTP 400, CSI
+    /// `OUT_OF_RANGE`).
+    #[error("{0}")]
+    OutOfRange(String),
     /// The request is valid but cannot be carried out now or here, e.g. every pool failed
     /// (HTTP 400 as Trident; the message says why per pool).
     #[error("{0}")]
@@ -81,7 +86,7 @@ pub(crate) fn observe<T>(
         Ok(_) => "ok",
         Err(CoreError::NotFound(_)) => "not_found",
         Err(CoreError::AlreadyExists(_)) => "conflict",
-        Err(CoreError::Invalid(_)) => "invalid",
+        Err(CoreError::Invalid(_) | CoreError::OutOfRange(_)) => "invalid",
         Err(CoreError::Failed(_)) => "failed",
         Err(
             CoreError::NotReady

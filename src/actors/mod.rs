@@ -39,7 +39,7 @@ pub use crate::projections::{
     StorageClassView, VolumeState, VolumeView,
 };
 pub use audit::{BackendStats, EventFilter, EventRecord, Health, PoolStats, Stats};
-pub use declared::{ApplyReport, Declared};
+pub use declared::{ApplyReport, Declared, backend_entry};
 pub use drift::{DriftReport, Orphan};
 pub use error::{CoreError, RequestCtx};
 pub use options::CoreOptions;

@@ -116,7 +116,7 @@ pub(crate) fn plan(
     // Not a placement failure but bad input: no pool that was looked at could ever take
     // this size (a suspended one was not looked at: see above).
     if candidates.is_empty() && !wrong_size.is_empty() && short == 0 {
-        return Err(CoreError::Invalid(format!(
+        return Err(CoreError::OutOfRange(format!(
             "size: no pool of storage class {class} takes a volume of {size_bytes} bytes ({}): {}; {}",
             crate::model::format_size(size_bytes),
             wrong_size.join("; "),

@@ -323,7 +323,9 @@ impl ApiError {
                 CoreError::NotFound(_) if self.op.is_create() => StatusCode::BAD_REQUEST,
                 CoreError::NotFound(_) => StatusCode::NOT_FOUND,
                 CoreError::AlreadyExists(_) => StatusCode::CONFLICT,
-                CoreError::Invalid(_) | CoreError::Failed(_) => StatusCode::BAD_REQUEST,
+                CoreError::Invalid(_) | CoreError::OutOfRange(_) | CoreError::Failed(_) => {
+                    StatusCode::BAD_REQUEST
+                }
             },
         }
     }
@@ -369,6 +371,7 @@ impl ApiError {
                 CoreError::NotFound(m)
                 | CoreError::AlreadyExists(m)
                 | CoreError::Invalid(m)
+                | CoreError::OutOfRange(m)
                 | CoreError::Failed(m) => m.clone(),
             },
         }

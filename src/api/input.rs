@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::model::{
     CompiledClass, NameError, Protocol, RequestError, RequestedSize, ResizeRequest,
-    SnapshotRequest, StorageClassConfig, VolumeConfig, VolumeRequest, quote,
+    SnapshotRequest, StorageClassConfig, VolumeConfig, VolumeRequest, ignored_warnings, quote,
 };
 
 /// Why a request's input was refused (all HTTP 400).
@@ -84,6 +84,15 @@ pub enum Language {
 /// non-empty string, must be a valid name.
 pub fn parse_backend_doc(body: &[u8]) -> Result<Value, InputError> {
     parse_backend_as(body, None)
+}
+
+/// The `warnings` of an accepted backend config: one per key storch ignored, named by its
+/// path (`defaults.fooBar`; a key's name, never a value), then the Trident fields it accepts
+/// and ignores (`debug`, `disableDelete`).
+pub fn backend_warnings(doc: &Value) -> Vec<String> {
+    let mut warnings = ignored_warnings(crate::drivers::ignored_keys(doc));
+    warnings.extend(crate::drivers::CommonConfig::warnings(doc));
+    warnings
 }
 
 /// Parses a backend config body in the language its `Content-Type` gave (`None`: none given,
@@ -180,26 +189,6 @@ fn from_json_reporting<T: DeserializeOwned>(body: &[u8]) -> Result<(T, Vec<Strin
     let value =
         serde_path_to_error::deserialize(doc).map_err(|e| InputError::Json(e.to_string()))?;
     Ok((value, warnings))
-}
-
-/// The most ignored fields a `warnings` list names one by one.
-const MAX_WARNINGS: usize = 20;
-
-/// One warning per ignored field, at most [`MAX_WARNINGS`] (then how many more).
-pub fn ignored_warnings<S: AsRef<str>>(fields: impl IntoIterator<Item = S>) -> Vec<String> {
-    let fields: Vec<S> = fields.into_iter().collect();
-    let mut out: Vec<String> = fields
-        .iter()
-        .take(MAX_WARNINGS)
-        .map(|f| format!("unknown field {} was ignored", quote(f.as_ref())))
-        .collect();
-    if fields.len() > MAX_WARNINGS {
-        out.push(format!(
-            "{} more unknown fields were ignored",
-            fields.len() - MAX_WARNINGS
-        ));
-    }
-    out
 }
 
 /// The field names a derived `Deserialize` struct reads: what serde hands

@@ -69,6 +69,7 @@ pub(crate) fn scrub_core_error(e: CoreError, secrets: &[String]) -> CoreError {
         CoreError::NotFound(m) => CoreError::NotFound(s(m)),
         CoreError::AlreadyExists(m) => CoreError::AlreadyExists(s(m)),
         CoreError::Invalid(m) => CoreError::Invalid(s(m)),
+        CoreError::OutOfRange(m) => CoreError::OutOfRange(s(m)),
         CoreError::Failed(m) => CoreError::Failed(s(m)),
         CoreError::Starting(m) => CoreError::Starting(s(m)),
         CoreError::Unavailable(m) => CoreError::Unavailable(s(m)),

@@ -10,8 +10,9 @@ use tonic::{Code, Response, Status};
 use crate::actors::CoreError;
 
 /// A core error as a status. `Failed` (valid, but refused by the arrays or the rules: every
-/// pool failed, a snapshot blocks a delete) is `FAILED_PRECONDITION`; start-up and standby
-/// states are `UNAVAILABLE`, which the sidecars retry.
+/// pool failed, a snapshot blocks a delete) is `FAILED_PRECONDITION`; a size no driver makes
+/// is `OUT_OF_RANGE` (spec: an unsupported capacity); start-up and standby states are
+/// `UNAVAILABLE`, which the sidecars retry.
 pub fn from_core(e: CoreError) -> Status {
     let message = e.to_string();
     match e {
@@ -23,6 +24,7 @@ pub fn from_core(e: CoreError) -> Status {
         CoreError::NotFound(_) => Status::not_found(message),
         CoreError::AlreadyExists(_) => Status::already_exists(message),
         CoreError::Invalid(_) => Status::invalid_argument(message),
+        CoreError::OutOfRange(_) => Status::out_of_range(message),
         CoreError::Failed(_) => Status::failed_precondition(message),
         CoreError::BootstrapFailed(_) | CoreError::Internal(_) => Status::internal(message),
     }
@@ -163,6 +165,10 @@ mod tests {
         assert_eq!(
             from_core(CoreError::Failed("x".into())).code(),
             Code::FailedPrecondition
+        );
+        assert_eq!(
+            from_core(CoreError::OutOfRange("size: x".into())).code(),
+            Code::OutOfRange
         );
     }
 }

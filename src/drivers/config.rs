@@ -2,7 +2,9 @@
 //!
 //! Keys are matched like Go's `encoding/json` does: an exact match first, else a
 //! case-insensitive one (`StorageDriverName` is accepted for `storageDriverName`). Unknown keys
-//! are ignored. Error messages name the field and never echo a value that could be a secret.
+//! are ignored, and named: every parser reads through [`field`], which notes what it read while
+//! [`recording`] runs, so `registry::ignored_keys` knows the keys no parser read. Error
+//! messages name the field and never echo a value that could be a secret.
 
 use serde_json::{Map, Value};
 
@@ -186,12 +188,99 @@ pub(crate) fn as_object(doc: &Value) -> Result<&Map<String, Value>, DriverError>
 }
 
 /// Looks up `key` the way Go's `encoding/json` does: exact match first, then case-insensitive.
+/// Every lookup is noted while [`recording`] runs on this thread.
 pub(crate) fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    obj.get(key).or_else(|| {
+    let found = obj.get(key).or_else(|| {
         obj.iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .map(|(_, v)| v)
-    })
+    });
+    READS.with(|reads| {
+        if let Some(reads) = reads.borrow_mut().as_mut() {
+            reads.objects.insert(address(obj));
+            if let Some(v) = found {
+                reads.found.insert(address(v));
+            }
+        }
+    });
+    found
+}
+
+/// Keys that every backend config may have though no parser reads them: Trident's
+/// `debugTraceFlags` (storch's log level says what is logged).
+const ACCEPTED_KEYS: &[&str] = &["debugTraceFlags"];
+
+thread_local! {
+    /// The lookups [`field`] made on this thread while [`recording`] runs.
+    static READS: std::cell::RefCell<Option<Reads>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What the [`field`] lookups of a parse touched: the objects they looked in and the values
+/// they found, by address in the document parsed (which outlives the recording unchanged).
+#[derive(Debug, Default)]
+pub(crate) struct Reads {
+    objects: std::collections::HashSet<usize>,
+    found: std::collections::HashSet<usize>,
+}
+
+fn address<T>(r: &T) -> usize {
+    std::ptr::from_ref(r) as usize
+}
+
+/// Runs `f` (a parse of a backend config, synchronous) and returns what its lookups read.
+pub(crate) fn recording<T>(f: impl FnOnce() -> T) -> (T, Reads) {
+    /// Ends the recording, also when `f` panics.
+    struct Stop;
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = READS.try_with(|reads| reads.borrow_mut().take());
+        }
+    }
+    READS.with(|reads| *reads.borrow_mut() = Some(Reads::default()));
+    let stop = Stop;
+    let out = f();
+    let reads = READS.with(|reads| reads.borrow_mut().take());
+    drop(stop);
+    (out, reads.unwrap_or_default())
+}
+
+impl Reads {
+    /// The keys of `doc` that no lookup read, by path (`fooBar`, `defaults.fooBar`,
+    /// `Types[1].zzz`), in the order of the document's maps. Only objects a parser looked in
+    /// by key are judged; a map read whole (pools by name, labels, attributes) is not, but the
+    /// objects inside it are. [`ACCEPTED_KEYS`] at the top are never unread.
+    pub(crate) fn unread(&self, doc: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Value::Object(top) = doc {
+            let known = |k: &str| ACCEPTED_KEYS.iter().any(|a| a.eq_ignore_ascii_case(k));
+            for (k, v) in top.iter().filter(|(k, _)| !known(k)) {
+                self.judge(self.objects.contains(&address(top)), k.clone(), v, &mut out);
+            }
+        }
+        out
+    }
+
+    /// `value` at `path`, an entry of an object that was looked in (`judged`) or not.
+    fn judge(&self, judged: bool, path: String, value: &Value, out: &mut Vec<String>) {
+        if judged && !self.found.contains(&address(value)) {
+            out.push(path);
+            return;
+        }
+        match value {
+            Value::Object(m) => {
+                let judged = self.objects.contains(&address(m));
+                for (k, v) in m {
+                    self.judge(judged, format!("{path}.{k}"), v, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    self.judge(false, format!("{path}[{i}]"), v, out);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// An optional string field; `null` counts as absent; another type is an error naming the field.
@@ -549,6 +638,64 @@ mod tests {
             "{w:?}"
         );
         assert!(CommonConfig::warnings(&json!({"version": 1})).is_empty());
+    }
+
+    /// Reads `doc` as a small parser would: `name` and `defaults.size` by key, `labels` whole,
+    /// each `items[i].id` by key.
+    fn unread(doc: &Value) -> Vec<String> {
+        let ((), reads) = recording(|| {
+            let obj = doc.as_object().unwrap();
+            field(obj, "name");
+            field(obj, "labels");
+            if let Some(Value::Object(d)) = field(obj, "defaults") {
+                field(d, "size");
+            }
+            if let Some(Value::Array(items)) = field(obj, "items") {
+                for item in items.iter().filter_map(Value::as_object) {
+                    field(item, "id");
+                }
+            }
+        });
+        reads.unread(doc)
+    }
+
+    #[test]
+    fn the_recording_names_every_key_no_lookup_read() {
+        assert!(unread(&json!({"name": "a"})).is_empty());
+        let doc = json!({
+            "name": "a",
+            "nmae": "typo",
+            "labels": {"any": "thing", "nested": {"x": 1}},
+            "defaults": {"size": "1Gi", "sizee": "2Gi"},
+            "items": [{"id": 1}, {"id": 2, "zzz": true}, "not an object"],
+            "debugTraceFlags": {"api": true},
+            "extra": {"deep": {"er": 1}},
+        });
+        assert_eq!(
+            unread(&doc),
+            ["defaults.sizee", "extra", "items[1].zzz", "nmae"]
+        );
+    }
+
+    #[test]
+    fn the_recording_matches_keys_as_the_lookups_do() {
+        // Read under another case: not ignored.
+        assert!(unread(&json!({"NAME": "a", "Defaults": {"SIZE": "1"}})).is_empty());
+        // Two spellings of one key: the exact one is read, the other is ignored.
+        assert_eq!(unread(&json!({"name": "a", "Name": "b"})), ["Name"]);
+    }
+
+    #[test]
+    fn lookups_outside_a_recording_note_nothing() {
+        let doc = json!({"name": "a"});
+        let obj = doc.as_object().unwrap();
+        field(obj, "name");
+        let (_, reads) = recording(|| field(obj, "other"));
+        assert_eq!(reads.unread(&doc), ["name"]);
+        // A recording that panicked ends all the same.
+        let caught = std::panic::catch_unwind(|| recording(|| panic!("parse bug")));
+        assert!(caught.is_err());
+        READS.with(|r| assert!(r.borrow().is_none()));
     }
 
     #[test]

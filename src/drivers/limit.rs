@@ -28,7 +28,10 @@ const MAX_LIMIT: u64 = 10_000;
 /// The backend config's `concurrencyLimit` (a storch extension): how many driver calls may run
 /// on the array at once; the rest queue.
 pub fn concurrency_limit(doc: &serde_json::Value) -> Result<usize, String> {
-    match doc.get("concurrencyLimit") {
+    match doc
+        .as_object()
+        .and_then(|obj| super::config::field(obj, "concurrencyLimit"))
+    {
         None | Some(serde_json::Value::Null) => Ok(DEFAULT_LIMIT),
         Some(v) => v
             .as_u64()

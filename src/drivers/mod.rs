@@ -38,7 +38,7 @@ use crate::model::{AccessInfo, PoolInfo, Protocol, Request, VolumeConfig};
 
 pub use config::CommonConfig;
 pub use limit::LimitedDriver;
-pub use registry::{BuiltDriver, attachment, build_driver};
+pub use registry::{BuiltDriver, attachment, build_driver, ignored_keys};
 
 /// The most pools one backend may have, configured or discovered (a large ONTAP cluster has a
 /// few hundred aggregates): every pool is shown in the backend's answer, placement, explain

@@ -330,7 +330,7 @@ async fn create_volume(
         Ok(v) => Ok(Some(v)),
         // Made concurrently (or resumed at boot): the caller looks at its state.
         Err(CoreError::AlreadyExists(_)) => Ok(Some(ctx.core.get_volume(name)?)),
-        Err(CoreError::Invalid(why)) => {
+        Err(CoreError::Invalid(why) | CoreError::OutOfRange(why)) => {
             fail(pvc, ctx, false, why).await;
             Ok(None)
         }

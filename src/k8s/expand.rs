@@ -124,7 +124,7 @@ pub(super) async fn reconcile(
             warn(pvc, ctx, format!("resizing volume {name} failed: {e}")).await;
             // Retrying cannot fix a refused size; a change of the claim brings it back.
             return match e {
-                CoreError::Invalid(_) => Ok(()),
+                CoreError::Invalid(_) | CoreError::OutOfRange(_) => Ok(()),
                 e => Err(e.into()),
             };
         }

@@ -20,7 +20,8 @@ pub use attributes::{AttrType, Offer, Request, json_kind};
 pub use handle::{ImportRequest, VolumeHandle};
 pub use publication::Publication;
 pub use request::{
-    RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, quote,
+    RequestError, RequestedSize, ResizeRequest, SnapshotRequest, VolumeRequest, ignored_warnings,
+    quote,
 };
 pub use size::{canonical_size, format_size, parse_size, parse_size_strict};
 pub use storage_class::{

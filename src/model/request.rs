@@ -18,6 +18,26 @@ pub fn quote(value: &str) -> String {
     }
 }
 
+/// The most ignored fields a `warnings` list names one by one.
+const MAX_WARNINGS: usize = 20;
+
+/// One warning per ignored field, at most [`MAX_WARNINGS`] (then how many more).
+pub fn ignored_warnings<S: AsRef<str>>(fields: impl IntoIterator<Item = S>) -> Vec<String> {
+    let fields: Vec<S> = fields.into_iter().collect();
+    let mut out: Vec<String> = fields
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|f| format!("unknown field {} was ignored", quote(f.as_ref())))
+        .collect();
+    if fields.len() > MAX_WARNINGS {
+        out.push(format!(
+            "{} more unknown fields were ignored",
+            fields.len() - MAX_WARNINGS
+        ));
+    }
+    out
+}
+
 /// Why a volume, resize or snapshot request was refused. Every message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {

@@ -407,3 +407,36 @@ async fn rest_pools_stay_below_the_operators_roots() {
         "nothing recorded for the refused backend"
     );
 }
+
+/// The file's backend configs and storage classes are Trident-shaped: fields storch ignores
+/// are accepted, and the log says which, once per entry, naming the file and the entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_fields_in_the_config_file_are_logged_per_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("storch.yaml");
+    let pools = tmp.path().join("pools");
+    let text = format!(
+        "backends:\n  - version: 1\n    storageDriverName: local\n    backendName: local\n    colour: red\n    defaults: {{sizee: 1Gi}}\n    pools:\n      fast: {{path: {fast}}}\nstorageClasses:\n  - {{name: fast, provisioner: x}}\n",
+        fast = pools.join("fast").display(),
+    );
+    std::fs::write(&config, text).unwrap();
+    let server = Server::start_with(
+        &tmp.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    server.wait_ready(&storch::net::client()).await;
+    let file = config.display().to_string();
+    let backend = format!(
+        "{file}: backends[0] (local): unknown field \"colour\" was ignored; unknown field \"defaults.sizee\" was ignored"
+    );
+    let class =
+        format!("{file}: storageClasses[0] (fast): unknown field \"provisioner\" was ignored");
+    eventually("the warnings are logged", async || {
+        let log = server.log();
+        log.contains(&backend) && log.contains(&class)
+    })
+    .await;
+    let log = server.log();
+    assert_eq!(log.matches("was ignored").count(), 3, "{log}");
+}

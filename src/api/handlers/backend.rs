@@ -18,6 +18,7 @@ use crate::api::{input, redact};
 
 /// `POST /trident/v1/backend`: 201 `{"backend":"<name>"}`; JSON or YAML body. An existing name
 /// is an update (the core decides), still 201 as in Trident. (The core logs adds and updates.)
+/// Keys the config has that storch ignores are named under `warnings`.
 #[utoipa::path(
     post,
     path = "/trident/v1/backend",
@@ -43,12 +44,13 @@ pub(crate) async fn add(
     let (bytes, format) = call.document(&headers, body, Accepts::JsonOrYaml).await?;
     let doc = call.input(input::parse_backend_as(&bytes, format))?;
     let secrets = redact::secret_values(&doc);
+    let warnings = warnings(&doc, &secrets);
     let name = call.core_scrubbed(core.add_backend(call.ctx(), doc).await, &secrets)?;
     call.reply(
         StatusCode::CREATED,
         &BackendNameResponse {
             backend: name,
-            warnings: Vec::new(),
+            warnings,
         },
     )
 }
@@ -82,15 +84,25 @@ pub(crate) async fn update(
     let (bytes, format) = call.document(&headers, body, Accepts::JsonOrYaml).await?;
     let doc = call.input(input::parse_backend_as(&bytes, format))?;
     let secrets = redact::secret_values(&doc);
+    let warnings = warnings(&doc, &secrets);
     let new_name =
         call.core_scrubbed(core.update_backend(call.ctx(), &name, doc).await, &secrets)?;
     call.reply(
         StatusCode::OK,
         &BackendNameResponse {
             backend: new_name,
-            warnings: Vec::new(),
+            warnings,
         },
     )
+}
+
+/// The answer's `warnings` for a backend config: the keys storch ignored (names only; one
+/// that is also a secret value of the document is cut out all the same).
+fn warnings(doc: &serde_json::Value, secrets: &[String]) -> Vec<String> {
+    input::backend_warnings(doc)
+        .iter()
+        .map(|w| redact::scrub(w, secrets))
+        .collect()
 }
 
 /// `GET /trident/v1/backend/{backend}`: `{"backend":{BackendExternal}}`.

@@ -132,6 +132,7 @@ pub async fn update(ctx: &Ctx, kind: UpdateKind) -> CliResult<()> {
         .post(url.clone(), &doc)
         .await
         .map_err(|e| CliError::rest(what(), e))?;
+    print_warnings(&answer);
     // An update may rename the backend: show it under the name the server answers with.
     let new_name =
         take_name(&mut answer, "backend", &url).map_err(|e| CliError::rest(what(), e))?;
@@ -222,17 +223,22 @@ async fn add(ctx: &Ctx, res: &Resource, doc: &Value) -> CliResult<String> {
         .post(url.clone(), doc)
         .await
         .map_err(|e| CliError::rest(what(), e))?;
-    // Fields of the file the server ignored (Trident-shaped bodies accept unknown fields).
-    if let Some(Value::Array(warnings)) = answer.get("warnings") {
-        for w in warnings.iter().filter_map(Value::as_str) {
-            eprintln!("Warning: {w}");
-        }
-    }
+    print_warnings(&answer);
     if res.kind == Kind::Volume {
         // The answer names the backend; the volume is the one asked for.
         return Ok(doc["name"].as_str().unwrap_or_default().to_string());
     }
     take_name(&mut answer, res.item_key, &url).map_err(|e| CliError::rest(what(), e))
+}
+
+/// Prints the fields of the file the server ignored (Trident-shaped bodies accept unknown
+/// fields and name them under `warnings`), one line each on stderr.
+fn print_warnings(answer: &Value) {
+    if let Some(Value::Array(warnings)) = answer.get("warnings") {
+        for w in warnings.iter().filter_map(Value::as_str) {
+            eprintln!("Warning: {w}");
+        }
+    }
 }
 
 /// GETs and prints one object (after a create or an update).

@@ -290,6 +290,9 @@ async fn apply_config(core: &crate::actors::Core, config: &crate::config::FileCo
 }
 
 async fn apply_config_once(core: &crate::actors::Core, config: &crate::config::FileConfig) {
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
     let ctx = crate::actors::RequestCtx::new(format!("config:{}", config.path.display()));
     match core.apply_declared(&ctx, config.declared()).await {
         Ok(report) => {

@@ -62,6 +62,7 @@ const KNOWN_KEYS: &[&str] = &[
     "backendName",
     "storagePrefix",
     "defaults",
+    "supportedTopologies",
     "debug",
     "debugTraceFlags",
     "disableDelete",
@@ -274,7 +275,7 @@ fn parse_port(obj: &Map<String, Value>, use_http: bool) -> DriverResult<u16> {
 fn parse_host_data_ip(obj: &Map<String, Value>) -> DriverResult<IpAddr> {
     let value = match opt_str(obj, "hostDataIP")? {
         Some(s) if !s.trim().is_empty() => s.trim(),
-        _ => match obj.get("hostData_IP") {
+        _ => match field(obj, "hostData_IP") {
             Some(Value::String(s)) if !s.trim().is_empty() => s.trim(),
             None | Some(Value::Null) | Some(Value::String(_)) => {
                 return Err(DriverError::Invalid(

@@ -105,7 +105,7 @@ pub(super) struct Pending {
 impl FakeDriver {
     /// Records a mutation; with a state file, returns the bytes to write once unlocked.
     pub(super) fn commit(&self, st: &mut ArrayState) -> Option<Pending> {
-        self.persister.as_ref()?;
+        self.cfg.persister.as_ref()?;
         st.generation += 1;
         Some(Pending {
             generation: st.generation,
@@ -115,7 +115,7 @@ impl FakeDriver {
 
     /// Makes a mutation durable before the call returns.
     pub(super) async fn persist(&self, pending: Option<Pending>) -> DriverResult<()> {
-        let (Some(pending), Some(persister)) = (pending, &self.persister) else {
+        let (Some(pending), Some(persister)) = (pending, &self.cfg.persister) else {
             return Ok(());
         };
         let persister = Arc::clone(persister);
@@ -127,11 +127,11 @@ impl FakeDriver {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(DriverError::Other(format!(
                 "fake array {}: cannot write its state file: {e}",
-                self.backend_name
+                self.cfg.backend_name
             ))),
             Err(e) => Err(DriverError::Other(format!(
                 "fake array {}: state file writer failed: {e}",
-                self.backend_name
+                self.cfg.backend_name
             ))),
         }
     }

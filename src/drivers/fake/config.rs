@@ -104,6 +104,59 @@ impl FakeDriver {
     /// Builds the driver from a backend config whose common part is already parsed. Loads the
     /// state file when `statePath` is set; contacts nothing else.
     pub fn from_config(doc: &Value, common: &CommonConfig) -> DriverResult<FakeDriver> {
+        let cfg = FakeConfig::parse(doc, common)?;
+        let mut state = ArrayState {
+            free: cfg.pools.iter().map(|p| p.size_bytes).collect(),
+            ..ArrayState::default()
+        };
+        if let Some(p) = &cfg.persister {
+            load_state(
+                p,
+                &cfg.instance_name,
+                &cfg.pools,
+                &cfg.pool_index,
+                &mut state,
+            )?;
+        }
+        Ok(FakeDriver {
+            cfg,
+            storage_prefix: common.storage_prefix.clone(),
+            default_size_bytes: common.default_size_bytes,
+            state: Mutex::new(state),
+        })
+    }
+}
+
+/// A fake backend config, parsed: everything the driver takes from it but the state file.
+pub struct FakeConfig {
+    pub(super) backend_name: String,
+    pub(super) instance_name: String,
+    pub(super) protocol: Protocol,
+    /// Sorted by name.
+    pub(super) pools: Vec<Pool>,
+    pub(super) pool_index: HashMap<String, usize>,
+    pub(super) latency: Latency,
+    pub(super) failure_rate: f64,
+    /// `failDestroy` message.
+    pub(super) fail_destroy: Option<String>,
+    /// `useCHAP`.
+    pub(super) chap: bool,
+    /// `perHostAccess`.
+    pub(super) per_host_access: bool,
+    /// `limitVolumeSize`: the largest volume, if limited.
+    pub(super) limit_volume_size: Option<u64>,
+    // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
+    #[allow(dead_code)]
+    username: Option<Secret>,
+    #[allow(dead_code)]
+    password: Option<Secret>,
+    pub(super) persister: Option<Arc<Persister>>,
+}
+
+impl FakeConfig {
+    /// Parses the driver's part of a backend config whose common part is already parsed;
+    /// reads no file.
+    pub fn parse(doc: &Value, common: &CommonConfig) -> DriverResult<FakeConfig> {
         let obj = as_object(doc)?;
         let protocol = parse_protocol(obj)?;
         let instance_name = opt_str(obj, "instanceName")?
@@ -119,36 +172,21 @@ impl FakeDriver {
         let latency = parse_latency(obj)?;
         let failure_rate = parse_failure_rate(obj)?;
         apply_fail_pools(obj, &mut pools, &pool_index)?;
-        let fail_destroy = parse_fail_destroy(obj)?;
-        let chap = parse_flag(obj, "useCHAP")?;
-        let per_host_access = parse_flag(obj, "perHostAccess")?;
-        let username = opt_str(obj, "username")?.map(|s| Secret(s.to_string()));
-        let password = opt_str(obj, "password")?.map(|s| Secret(s.to_string()));
-        let persister = parse_state_path(obj)?;
-        let mut state = ArrayState {
-            free: pools.iter().map(|p| p.size_bytes).collect(),
-            ..ArrayState::default()
-        };
-        if let Some(p) = &persister {
-            load_state(p, &instance_name, &pools, &pool_index, &mut state)?;
-        }
-        Ok(FakeDriver {
-            backend_name,
+        Ok(FakeConfig {
             instance_name,
+            backend_name,
             protocol,
-            storage_prefix: common.storage_prefix.clone(),
-            default_size_bytes: common.default_size_bytes,
             pools,
             pool_index,
             latency,
             failure_rate,
-            fail_destroy,
-            chap,
-            per_host_access,
-            username,
-            password,
-            persister,
-            state: Mutex::new(state),
+            fail_destroy: parse_fail_destroy(obj)?,
+            chap: parse_flag(obj, "useCHAP")?,
+            per_host_access: parse_flag(obj, "perHostAccess")?,
+            limit_volume_size: parse_limit(obj)?,
+            username: opt_str(obj, "username")?.map(|s| Secret(s.to_string())),
+            password: opt_str(obj, "password")?.map(|s| Secret(s.to_string())),
+            persister: parse_state_path(obj)?,
         })
     }
 }
@@ -248,6 +286,22 @@ fn parse_flag(obj: &Map<String, Value>, key: &'static str) -> DriverResult<bool>
         Some(Value::Bool(b)) => Ok(*b),
         Some(other) => Err(wrong_type(key, "a boolean", Some(other))),
     }
+}
+
+/// `limitVolumeSize`: a size at least the smallest volume.
+fn parse_limit(obj: &Map<String, Value>) -> DriverResult<Option<u64>> {
+    let Some(s) = opt_str(obj, "limitVolumeSize")? else {
+        return Ok(None);
+    };
+    let limit = crate::model::parse_size(s)
+        .map_err(|e| DriverError::Invalid(format!("invalid value for limitVolumeSize: {e}")))?;
+    if limit < super::MIN_VOLUME_BYTES {
+        return Err(DriverError::Invalid(format!(
+            "invalid value for limitVolumeSize: below the smallest volume ({} bytes)",
+            super::MIN_VOLUME_BYTES
+        )));
+    }
+    Ok(Some(limit))
 }
 
 fn parse_state_path(obj: &Map<String, Value>) -> DriverResult<Option<Arc<Persister>>> {

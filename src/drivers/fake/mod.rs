@@ -49,6 +49,9 @@
 //!   and every pool holding a volume must still be configured. If a write fails, the call
 //!   returns `Other` but its change stays in memory, like an array whose answer was lost; the
 //!   next successful write includes it. Two drivers must not share a state file at once.
+//! - `limitVolumeSize`: a size (`"10Gi"`), the largest volume the array makes, as Trident's
+//!   option of that name on its ONTAP and Element drivers: a create or a resize above it is
+//!   refused (placement and the core check the driver's `size_limits` first).
 //! - `perHostAccess`: `true` makes the array grant access per host, as an array with an
 //!   access group per host does: `needs_publish` is true, `publish` grants a host (a block
 //!   volume needs the host's iSCSI initiator and gets the lowest LUN number free among that
@@ -74,22 +77,21 @@ mod publish;
 mod tests;
 mod wire;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use self::client::{ArrayState, Persister, Snapshot, Volume};
-use self::config::{Pool, Secret, check_name};
+use self::client::{ArrayState, Snapshot, Volume};
+use self::config::check_name;
 use super::{
     Attachment, CloneRequest, CreateRequest, Discovery, DriverError, DriverResult, HostAccess,
     PublishContext, SnapshotInfo, StorageDriver, VolumeInfo,
 };
 use crate::model::{AccessInfo, Protocol};
 
-pub use self::config::Latency;
+pub use self::config::{FakeConfig, Latency};
 
 /// The `storageDriverName` of this driver.
 pub const DRIVER_NAME: &str = "fake";
@@ -108,43 +110,30 @@ pub const ISCSI_TARGET_IQN: &str = "iqn.2017-06.com.netapp:fake";
 
 /// The fake array. Build it with [`FakeDriver::new`] or through `build_driver`.
 pub struct FakeDriver {
-    backend_name: String,
-    instance_name: String,
-    protocol: Protocol,
+    cfg: FakeConfig,
     storage_prefix: Option<String>,
     default_size_bytes: u64,
-    pools: Vec<Pool>,
-    pool_index: HashMap<String, usize>,
-    latency: Latency,
-    failure_rate: f64,
-    /// `failDestroy` message.
-    fail_destroy: Option<String>,
-    /// `useCHAP`.
-    chap: bool,
-    /// `perHostAccess`.
-    per_host_access: bool,
-    // Kept as an array driver keeps its credentials; the fake never sends them anywhere.
-    #[allow(dead_code)]
-    username: Option<Secret>,
-    #[allow(dead_code)]
-    password: Option<Secret>,
-    persister: Option<Arc<Persister>>,
     state: Mutex<ArrayState>,
 }
 
 impl std::fmt::Debug for FakeDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FakeDriver")
-            .field("backend_name", &self.backend_name)
-            .field("instance_name", &self.instance_name)
-            .field("protocol", &self.protocol)
+            .field("backend_name", &self.cfg.backend_name)
+            .field("instance_name", &self.cfg.instance_name)
+            .field("protocol", &self.cfg.protocol)
             .field(
                 "pools",
-                &self.pools.iter().map(|p| &p.info.name).collect::<Vec<_>>(),
+                &self
+                    .cfg
+                    .pools
+                    .iter()
+                    .map(|p| &p.info.name)
+                    .collect::<Vec<_>>(),
             )
-            .field("latency", &self.latency)
-            .field("failure_rate", &self.failure_rate)
-            .field("state_path", &self.persister.as_ref().map(|p| &p.path))
+            .field("latency", &self.cfg.latency)
+            .field("failure_rate", &self.cfg.failure_rate)
+            .field("state_path", &self.cfg.persister.as_ref().map(|p| &p.path))
             .field("credentials", &"<redacted>")
             .finish_non_exhaustive()
     }
@@ -153,7 +142,7 @@ impl std::fmt::Debug for FakeDriver {
 impl FakeDriver {
     /// The backend name: `backendName`, else `instanceName`.
     pub fn backend_name(&self) -> &str {
-        &self.backend_name
+        &self.cfg.backend_name
     }
 
     fn lock(&self) -> MutexGuard<'_, ArrayState> {
@@ -161,23 +150,23 @@ impl FakeDriver {
     }
 
     async fn delay(&self) {
-        if let Some(d) = self.latency.sample() {
+        if let Some(d) = self.cfg.latency.sample() {
             tokio::time::sleep(d).await;
         }
     }
 
     fn inject_failure(&self) -> DriverResult<()> {
-        if self.failure_rate > 0.0 && rand::random::<f64>() < self.failure_rate {
+        if self.cfg.failure_rate > 0.0 && rand::random::<f64>() < self.cfg.failure_rate {
             return Err(DriverError::Unavailable(format!(
                 "fake array {}: injected failure (failureRate {})",
-                self.backend_name, self.failure_rate
+                self.cfg.backend_name, self.cfg.failure_rate
             )));
         }
         Ok(())
     }
 
     fn pool_failure(&self, pool: usize) -> DriverResult<()> {
-        match &self.pools[pool].fail {
+        match &self.cfg.pools[pool].fail {
             Some(msg) => Err(DriverError::Other(msg.clone())),
             None => Ok(()),
         }
@@ -185,7 +174,7 @@ impl FakeDriver {
 
     /// How a new volume is served: the backend's protocol, else the requested one, else file.
     fn volume_protocol(&self, requested: Protocol) -> Protocol {
-        match (self.protocol, requested) {
+        match (self.cfg.protocol, requested) {
             (Protocol::Any, Protocol::Block) => Protocol::Block,
             (Protocol::Any, _) => Protocol::File,
             (p, _) => p,
@@ -195,7 +184,7 @@ impl FakeDriver {
     fn info(&self, name: &str, v: &Volume) -> VolumeInfo {
         VolumeInfo {
             internal_name: name.to_string(),
-            pool: self.pools[v.pool].info.name.clone(),
+            pool: self.cfg.pools[v.pool].info.name.clone(),
             size_bytes: v.size_bytes,
             access: self.access(name, v.protocol),
         }
@@ -230,7 +219,7 @@ impl FakeDriver {
             return Err(DriverError::Conflict(format!(
                 "requested volume {name} is too large: {size} bytes requested, {available} bytes \
                  available in pool {}",
-                self.pools[pool].info.name
+                self.cfg.pools[pool].info.name
             )));
         }
         free[pool] = available - size;
@@ -245,8 +234,8 @@ pub const CHAP_TARGET_SECRET: &str = "fake-target-secret";
 impl FakeDriver {
     fn access(&self, internal_name: &str, protocol: Protocol) -> AccessInfo {
         let mut access = access(internal_name, protocol);
-        if self.chap && protocol == Protocol::Block {
-            access.iscsi_username = format!("fake-chap-{}", self.instance_name);
+        if self.cfg.chap && protocol == Protocol::Block {
+            access.iscsi_username = format!("fake-chap-{}", self.cfg.instance_name);
             access.iscsi_initiator_secret = CHAP_INITIATOR_SECRET.to_string();
             access.iscsi_target_secret = CHAP_TARGET_SECRET.to_string();
         }
@@ -300,6 +289,7 @@ impl StorageDriver for FakeDriver {
     fn external_config(&self) -> Value {
         let st = self.lock();
         let pools: Map<String, Value> = self
+            .cfg
             .pools
             .iter()
             .zip(&st.free)
@@ -316,14 +306,17 @@ impl StorageDriver for FakeDriver {
             "version": 1,
             "storageDriverName": DRIVER_NAME,
             "storagePrefix": self.storage_prefix,
-            "serialNumbers": [format!("{}_SN", self.instance_name)],
-            "protocol": self.protocol.as_str(),
+            "serialNumbers": [format!("{}_SN", self.cfg.instance_name)],
+            "protocol": self.cfg.protocol.as_str(),
             "pools": pools,
-            "InstanceName": self.instance_name,
+            "InstanceName": self.cfg.instance_name,
         });
         // storch's knob, shown only when set: Trident's shape otherwise.
-        if self.per_host_access {
+        if self.cfg.per_host_access {
             config["perHostAccess"] = json!(true);
+        }
+        if let Some(limit) = self.cfg.limit_volume_size {
+            config["limitVolumeSize"] = json!(crate::model::canonical_size(limit));
         }
         config
     }
@@ -333,23 +326,27 @@ impl StorageDriver for FakeDriver {
     }
 
     fn size_limits(&self) -> super::SizeLimits {
-        super::SizeLimits::at_least(MIN_VOLUME_BYTES)
+        super::SizeLimits {
+            min_bytes: MIN_VOLUME_BYTES,
+            max_bytes: self.cfg.limit_volume_size,
+        }
     }
 
     async fn discover(&self) -> DriverResult<Discovery> {
         self.delay().await;
         let free_bytes = {
             let st = self.lock();
-            self.pools
+            self.cfg
+                .pools
                 .iter()
                 .zip(&st.free)
                 .map(|(p, f)| (p.info.name.clone(), *f))
                 .collect()
         };
         Ok(Discovery {
-            backend_name: self.backend_name.clone(),
-            protocol: self.protocol,
-            pools: self.pools.iter().map(|p| p.info.clone()).collect(),
+            backend_name: self.cfg.backend_name.clone(),
+            protocol: self.cfg.protocol,
+            pools: self.cfg.pools.iter().map(|p| p.info.clone()).collect(),
             free_bytes,
         })
     }
@@ -362,10 +359,10 @@ impl StorageDriver for FakeDriver {
                 "no pool specified for the volume".to_string(),
             ));
         }
-        let Some(&pool) = self.pool_index.get(&req.pool) else {
+        let Some(&pool) = self.cfg.pool_index.get(&req.pool) else {
             return Err(DriverError::Invalid(format!(
                 "pool {} does not exist on fake array {}",
-                req.pool, self.backend_name
+                req.pool, self.cfg.backend_name
             )));
         };
         self.pool_failure(pool)?;
@@ -470,7 +467,7 @@ impl StorageDriver for FakeDriver {
             if !st.volumes.contains_key(internal_name) {
                 return Ok(());
             }
-            if let Some(msg) = &self.fail_destroy {
+            if let Some(msg) = &self.cfg.fail_destroy {
                 return Err(DriverError::Unavailable(msg.clone()));
             }
             let Some(v) = st.volumes.remove(internal_name) else {
@@ -499,6 +496,9 @@ impl StorageDriver for FakeDriver {
             if size_bytes == v.size_bytes {
                 return Ok(());
             }
+            self.size_limits()
+                .check(size_bytes)
+                .map_err(DriverError::Invalid)?;
             let grow = size_bytes - v.size_bytes;
             self.reserve(&mut st.free, v.pool, grow, internal_name)?;
             v.size_bytes = size_bytes;
@@ -593,7 +593,7 @@ impl StorageDriver for FakeDriver {
     }
 
     fn needs_publish(&self) -> bool {
-        self.per_host_access
+        self.cfg.per_host_access
     }
 
     async fn publish(
@@ -601,14 +601,14 @@ impl StorageDriver for FakeDriver {
         internal_name: &str,
         host: &HostAccess,
     ) -> DriverResult<PublishContext> {
-        if !self.per_host_access {
+        if !self.cfg.per_host_access {
             return Ok(PublishContext::new());
         }
         self.grant(internal_name, host).await
     }
 
     async fn unpublish(&self, internal_name: &str, host: &HostAccess) -> DriverResult<()> {
-        if !self.per_host_access {
+        if !self.cfg.per_host_access {
             return Ok(());
         }
         self.revoke(internal_name, host).await

@@ -2,6 +2,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -73,11 +74,11 @@ fn protocol_config() {
         ("block", Protocol::Block),
         ("", Protocol::Any),
     ] {
-        assert_eq!(driver(json!({"protocol": p})).protocol, want);
+        assert_eq!(driver(json!({"protocol": p})).cfg.protocol, want);
     }
     let mut doc = cfg(json!({}));
     doc.as_object_mut().unwrap().remove("protocol");
-    assert_eq!(FakeDriver::new(&doc).unwrap().protocol, Protocol::Any);
+    assert_eq!(FakeDriver::new(&doc).unwrap().cfg.protocol, Protocol::Any);
     let msg = invalid(cfg(json!({"protocol": "nfs"})));
     assert!(msg.contains("protocol"), "{msg}");
     let msg = invalid(cfg(json!({"protocol": 1})));
@@ -127,9 +128,9 @@ fn pool_config_errors_name_the_field() {
 #[test]
 fn pools_without_size_or_at_all() {
     let d = driver(json!({"pools": {"p": {"attributes": {}}}}));
-    assert_eq!(d.pools[0].size_bytes, 0);
+    assert_eq!(d.cfg.pools[0].size_bytes, 0);
     let d = driver(json!({"pools": null}));
-    assert!(d.pools.is_empty());
+    assert!(d.cfg.pools.is_empty());
 }
 
 #[test]
@@ -228,8 +229,8 @@ fn keys_are_case_insensitive() {
     }))
     .unwrap();
     assert_eq!(d.backend_name(), "i");
-    assert_eq!(d.pools[0].size_bytes, 5);
-    assert_eq!(d.protocol, Protocol::Block);
+    assert_eq!(d.cfg.pools[0].size_bytes, 5);
+    assert_eq!(d.cfg.protocol, Protocol::Block);
 }
 
 #[tokio::test]
@@ -311,7 +312,7 @@ fn configured_backend_type_is_overridden() {
     let d =
         driver(json!({"pools": {"p": {"attributes": {"backendType": {"offer": ["ontap-nas"]}}}}}));
     assert_eq!(
-        d.pools[0].info.offers["backendType"],
+        d.cfg.pools[0].info.offers["backendType"],
         Offer::Strings(BTreeSet::from(["fake".to_string()]))
     );
 }
@@ -561,6 +562,28 @@ async fn snapshots() {
     d.destroy("v").await.unwrap();
     d.create(&req("v", "p1", GIB)).await.unwrap();
     assert!(d.list_snapshots("v").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn limit_volume_size_caps_creates_and_resizes() {
+    let d = driver(json!({"limitVolumeSize": "512Mi"}));
+    assert_eq!(d.size_limits().max_bytes, Some(512 * MIB));
+    assert_eq!(d.external_config()["limitVolumeSize"], "512Mi");
+    match d.create(&req("big", "p1", 513 * MIB)).await {
+        Err(DriverError::Invalid(msg)) => assert!(msg.contains("too large"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    d.create(&req("v", "p1", 256 * MIB)).await.unwrap();
+    match d.resize("v", 513 * MIB).await {
+        Err(DriverError::Invalid(msg)) => assert!(msg.contains("too large"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    d.resize("v", 512 * MIB).await.unwrap();
+    assert_eq!(driver(json!({})).size_limits().max_bytes, None);
+    for bad in [json!("lots"), json!("1Ki"), json!(5)] {
+        let msg = invalid(cfg(json!({"limitVolumeSize": bad})));
+        assert!(msg.contains("limitVolumeSize"), "{msg}");
+    }
 }
 
 #[tokio::test]

@@ -48,8 +48,9 @@ impl FakeDriver {
     pub(super) fn encode_state(&self, st: &ArrayState) -> Vec<u8> {
         let file = StateFile {
             format: STATE_FORMAT,
-            instance_name: self.instance_name.clone(),
+            instance_name: self.cfg.instance_name.clone(),
             pools: self
+                .cfg
                 .pools
                 .iter()
                 .zip(&st.free)
@@ -66,7 +67,7 @@ impl FakeDriver {
                 .iter()
                 .map(|(name, v)| {
                     let record = VolumeRecord {
-                        pool: self.pools[v.pool].info.name.clone(),
+                        pool: self.cfg.pools[v.pool].info.name.clone(),
                         size_bytes: v.size_bytes,
                         protocol: v.protocol,
                         snapshots: v.snapshots.clone(),

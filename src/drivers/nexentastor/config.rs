@@ -10,7 +10,9 @@
 use serde_json::{Map, Value, json};
 
 use super::DRIVER_NAME;
-use crate::drivers::config::{Secret, as_object, opt_str, parse_bool, trusted_ca, wrong_type};
+use crate::drivers::config::{
+    Secret, as_object, field, opt_str, parse_bool, trusted_ca, wrong_type,
+};
 use crate::drivers::{DriverError, DriverResult};
 use crate::model::Request;
 use crate::net::TlsOptions;
@@ -131,15 +133,15 @@ impl NexentaConfig {
             },
             sparse: flag(obj, "sparseVolume", true)?,
             dynamic,
-            luns_per_target: luns_per_target(obj.get("numOfLunsPerTarget"))?
+            luns_per_target: luns_per_target(field(obj, "numOfLunsPerTarget"))?
                 .unwrap_or(DEFAULT_LUNS_PER_TARGET),
             use_chap: flag(obj, "useChapAuth", false)?,
             chap_user: text(obj, "chapUser")?,
-            chap_secret: chap_secret(obj.get("chapSecret"), "chapSecret")?,
+            chap_secret: chap_secret(field(obj, "chapSecret"), "chapSecret")?,
         };
         check_settings(&defaults, "")?;
         let mut volume_groups = vec![defaults.volume_group.clone()];
-        match obj.get("volumeGroups") {
+        match field(obj, "volumeGroups") {
             None | Some(Value::Null) => {}
             Some(Value::Array(items)) => {
                 for (i, v) in items.iter().enumerate() {
@@ -171,7 +173,7 @@ impl NexentaConfig {
                 verify,
                 trusted_ca_pem,
             },
-            iscsi_timeout: match obj.get("iSCSITimeout") {
+            iscsi_timeout: match field(obj, "iSCSITimeout") {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(positive_int("iSCSITimeout", v)?),
             },
@@ -300,7 +302,7 @@ fn text(obj: &Map<String, Value>, key: &'static str) -> DriverResult<String> {
 }
 
 fn flag(obj: &Map<String, Value>, key: &'static str, default: bool) -> DriverResult<bool> {
-    match obj.get(key) {
+    match field(obj, key) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => parse_bool(key, v),
     }

@@ -449,3 +449,64 @@ fn explain_a_storage_class() {
         .run(&["explain", "sc", "nope"])
         .fails_with("could not explain storage class nope:");
 }
+
+/// `create backend -f` and `update backend -f` print the keys of the file the server ignored,
+/// one `Warning:` line each on stderr, and still succeed; a resize above the backend driver's
+/// largest volume exits 1 naming `size`, and records nothing.
+#[test]
+fn ignored_backend_keys_are_warned_and_oversize_resizes_refused() {
+    let server = server_with_lab();
+    let yaml = "version: 1\nstorageDriverName: fake\nbackendName: capped\ninstanceName: capped\n\
+                limitVolumeSize: 10Gi\nlimitAggregateUsage: 80%\npools:\n  fast:\n    \
+                attributes: {media: {offer: [ssd]}}\n    sizeBytes: 107374182400\n    \
+                sizeByte: 1\n";
+    let out = server.run_with(&["create", "backend", "-f", "-"], Some(yaml));
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        out.stderr.lines().collect::<Vec<_>>(),
+        [
+            "Warning: unknown field \"limitAggregateUsage\" was ignored",
+            "Warning: unknown field \"pools.fast.sizeByte\" was ignored",
+        ],
+        "{out:#?}"
+    );
+    let dir = server.data_dir.parent().unwrap().to_path_buf();
+    let file = dir.join("capped.yaml");
+    std::fs::write(
+        &file,
+        yaml.replace("limitAggregateUsage", "autoExportPolicy"),
+    )
+    .unwrap();
+    let out = server.run(&["update", "backend", "capped", "-f", file.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        out.stderr.lines().collect::<Vec<_>>(),
+        [
+            "Warning: unknown field \"autoExportPolicy\" was ignored",
+            "Warning: unknown field \"pools.fast.sizeByte\" was ignored",
+        ],
+        "{out:#?}"
+    );
+    server
+        .run_with(
+            &["create", "storageclass", "-f", "-"],
+            Some(r#"{"name": "capped", "storagePools": {"capped": ["fast"]}}"#),
+        )
+        .ok();
+    server
+        .run_with(
+            &["create", "volume", "-f", "-"],
+            Some("name: big\nsize: 1Gi\nstorageClass: capped\n"),
+        )
+        .ok();
+    let events = |server: &Server| {
+        let out = server.run(&["events", "-o", "json"]).ok();
+        out.json()["items"].as_array().map(Vec::len)
+    };
+    let before = events(&server);
+    server
+        .run(&["resize", "volume", "big", "11Gi"])
+        .fails_with("size: volume big cannot grow to 11Gi on backend capped");
+    assert_eq!(events(&server), before);
+    server.run(&["resize", "volume", "big", "10Gi"]).ok();
+}

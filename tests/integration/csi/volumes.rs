@@ -532,3 +532,57 @@ async fn concurrent_creates_of_one_name_make_one_volume() {
     assert_eq!(ids, std::slice::from_ref(&name));
     assert_eq!(list_all(&csi).await.len(), 1);
 }
+
+/// A capacity no pool's driver makes is OUT_OF_RANGE (spec: an unsupported capacity), for
+/// CreateVolume (placement refuses it) and ControllerExpandVolume (the core refuses it before
+/// the array is asked); nothing is recorded either way.
+#[tokio::test]
+async fn capacities_beyond_the_drivers_limit_are_out_of_range() {
+    let mut capped = crate::support::fake_backend(
+        "capped",
+        "file",
+        &[("pool1", serde_json::json!({"media": {"offer": ["ssd"]}}))],
+    );
+    capped["limitVolumeSize"] = serde_json::json!("10Gi");
+    let csi = Csi::start_on(&[], &[capped]).await;
+    let mut c = csi.controller.clone();
+    let events = || async {
+        let text = csi.get_text("/trident/v1/events?limit=100000").await;
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        doc["events"].as_array().unwrap().len()
+    };
+    // The first create makes the storch class of these parameters; the refusals add nothing.
+    let id = csi
+        .create(CreateVolumeRequest {
+            capacity_range: range(1 << 30, 0),
+            ..create_request(&unique("capped"))
+        })
+        .await;
+    let before = events().await;
+    let huge = CreateVolumeRequest {
+        capacity_range: range(2 * GIB10, 0),
+        ..create_request(&unique("huge"))
+    };
+    let status = create_volume(&csi, huge).await.unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().starts_with("size: "), "{status:?}");
+    assert_eq!(events().await, before);
+    let expand = |bytes: i64| ControllerExpandVolumeRequest {
+        volume_id: id.clone(),
+        capacity_range: range(bytes, 0),
+        ..ControllerExpandVolumeRequest::default()
+    };
+    let status = c
+        .controller_expand_volume(expand(2 * GIB10))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    assert_eq!(events().await, before);
+    let grown = c
+        .controller_expand_volume(expand(GIB10))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(grown.capacity_bytes, GIB10);
+}

@@ -442,3 +442,119 @@ async fn backend_configs_are_yaml_only_when_typed_yaml_or_untyped() {
     assert_eq!(r.json, json!({"backend": "y1"}));
     api.shutdown().await;
 }
+
+/// Issue 18 item 7: a backend config is Trident-shaped, so keys storch does not read are
+/// accepted, and the answer names each one under `warnings` (nested ones by path), on create,
+/// on a re-post and on update; never a value, secret or not. A refused config records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_configs_name_the_keys_storch_ignores() {
+    let api = populated().await;
+    let mut b = ssd_backend("b3");
+    b["limitAggregateUsage"] = json!("80%");
+    b["defaults"] = json!({"size": "2Gi", "sizee": "3Gi"});
+    b["pools"]["fast"]["sizeByte"] = json!(1);
+    b["passwrd"] = json!("hunter2-canary");
+    let want = json!({"backend": "b3", "warnings": [
+        "unknown field \"defaults.sizee\" was ignored",
+        "unknown field \"limitAggregateUsage\" was ignored",
+        "unknown field \"passwrd\" was ignored",
+        "unknown field \"pools.fast.sizeByte\" was ignored",
+    ]});
+    let r = api.post_json(&format!("{V1}/backend"), &b).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    assert_eq!(r.json, want);
+    assert!(!r.json.to_string().contains("hunter2"), "{}", r.json);
+    // The same config again records nothing, and says the same.
+    let before = api.log_len().await;
+    let r = api.post_json(&format!("{V1}/backend"), &b).await;
+    assert_eq!((r.status, &r.json), (201, &want));
+    assert_eq!(api.log_len().await, before);
+    // An update, keys matched case-insensitively as the drivers read them.
+    let mut update = ssd_backend("b3");
+    update["InstanceName"] = update["instanceName"].take();
+    update.as_object_mut().unwrap().remove("instanceName");
+    update["Protocol"] = json!("file");
+    update.as_object_mut().unwrap().remove("protocol");
+    update["storagePool"] = json!("x");
+    let r = api.post_json(&format!("{V1}/backend/b3"), &update).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(
+        r.json,
+        json!({"backend": "b3", "warnings": ["unknown field \"storagePool\" was ignored"]})
+    );
+    // A config that uses every key it has: no warnings at all.
+    let r = api
+        .post_json(&format!("{V1}/backend/b3"), &ssd_backend("b3"))
+        .await;
+    assert_eq!((r.status, &r.json), (200, &json!({"backend": "b3"})));
+    // Refusals name the field that is wrong and record nothing, whatever else the body has.
+    let mut bad = b.clone();
+    bad["version"] = json!(2);
+    let r = api
+        .refused_post(&format!("{V1}/backend"), bad.to_string(), 400)
+        .await;
+    assert!(r.json.get("warnings").is_none(), "{}", r.json);
+    assert!(error(&r).contains("version"), "{}", r.json);
+    let mut bad = b.clone();
+    bad["defaults"]["size"] = json!("lots");
+    let r = api
+        .refused_post(&format!("{V1}/backend/b3"), bad.to_string(), 400)
+        .await;
+    assert!(error(&r).contains("defaults.size"), "{}", r.json);
+    api.shutdown().await;
+}
+
+/// Issue 18: a resize to a size the backend's driver cannot make (here above the fake
+/// array's `limitVolumeSize`) is a 400 naming `size` before the array is asked or anything is
+/// recorded; within the limit it goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resizes_beyond_the_drivers_limit_are_refused_before_anything_is_recorded() {
+    let api = populated().await;
+    let mut limited = ssd_backend("small");
+    limited["limitVolumeSize"] = json!("10Gi");
+    api.ok(&format!("{V1}/backend"), &limited, 201).await;
+    backend_online(&api.client, &api.base, "small").await;
+    api.ok(
+        &format!("{V1}/storageclass"),
+        &json!({"name": "capped", "storagePools": {"small": ["fast"]}}),
+        201,
+    )
+    .await;
+    api.ok(
+        &format!("{V1}/volume"),
+        &volume("grow", "1Gi", "capped"),
+        201,
+    )
+    .await;
+    let r = api
+        .refused_post(
+            &format!("{V1}/volume/grow/resize"),
+            json!({"size": "11Gi"}).to_string(),
+            400,
+        )
+        .await;
+    let msg = error(&r);
+    assert!(msg.starts_with("size: "), "{msg}");
+    assert!(
+        msg.contains("too large") && msg.contains("10737418240 bytes (10 GiB)"),
+        "{msg}"
+    );
+    // A create above the limit is refused up front too (placement), also naming `size`.
+    let r = api
+        .refused_post(
+            &format!("{V1}/volume"),
+            volume("huge", "11Gi", "capped").to_string(),
+            400,
+        )
+        .await;
+    assert!(error(&r).starts_with("size: "), "{}", r.json);
+    let r = api
+        .post_json(
+            &format!("{V1}/volume/grow/resize"),
+            &json!({"size": "10Gi"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["volume"]["Config"]["size"], "10Gi");
+    api.shutdown().await;
+}
