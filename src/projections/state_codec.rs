@@ -1,27 +1,31 @@
-//! The checkpoint encoding of a [`State`] (state format 6), laid out so that the volume table
+//! The checkpoint encoding of a [`State`] (state format 7), laid out so that the volume table
 //! — nearly all of a large state — decodes on every core.
 //!
 //! Layout (bincode 2 `config::standard()` throughout; `State::encode` puts the magic byte and
 //! the format before it):
 //!
 //! ```text
-//! meta    (head, backends, classes, declared classes, pools, chunks)
+//! meta    (head, backends, classes, declared classes, pools, volume classes, chunks)
 //!           backends: their records without volume sets; pools: every pool a volume is
-//!           placed on, once; chunks: (byte length, volume count) of each chunk
+//!           placed on, once; volume classes: every class name a volume has, once; chunks:
+//!           (byte length, volume count) of each chunk
 //! chunk*  the volumes in name order; per volume: name, config bytes, size, state, orphaned,
-//!           placement (0 = none, else 1 + its index in pools), set (0 = none, else 1 + the
-//!           position among the backends of the one it is placed on, whose set holds it), extras
+//!           protocol, class (0 = none, else 1 + its index in volume classes), creation time
+//!           (an option), placement (0 = none, else 1 + its index in pools), set (0 =
+//!           none, else 1 + the position among the backends of the one it is placed on, whose
+//!           set holds it), extras
 //! others  per backend, in the order of `backends`: the names in its set that the volumes'
 //!           own `set` fields do not cover (none, short of a log written by a buggy build)
 //! ```
 //!
-//! Chunks decode on their own (they need only the pool table), a round of them at a time on
+//! Chunks decode on their own (they need only the pool and class tables), a round of them at a time on
 //! every core; then this thread moves a round into the map and the backends' sets (in name
 //! order, so each set grows at its end) and the next round reuses the memory. Names are
-//! allocated once and shared between the map and the sets, placements once per pool, as the
-//! fold does.
+//! allocated once and shared between the map and the sets, placements once per pool and class
+//! names once per class, as the fold does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use bincode::de::{BorrowDecode, BorrowDecoder, Decode};
@@ -30,7 +34,7 @@ use bincode::error::DecodeError;
 use super::{
     BackendRecord, Interned, State, VolumeExtra, VolumeNames, VolumeRecord, VolumeState, Volumes,
 };
-use crate::model::{PoolRef, StorageClassConfig};
+use crate::model::{PoolRef, Protocol, StorageClassConfig};
 
 /// Volumes per chunk: large enough that a chunk's bookkeeping is noise, small enough that a
 /// million volumes split evenly over the cores.
@@ -46,6 +50,7 @@ type Meta = (
     BTreeMap<String, StorageClassConfig>,
     BTreeMap<String, String>,
     Vec<PoolRef>,
+    Vec<String>,
     Vec<(u64, u64)>,
 );
 
@@ -72,6 +77,8 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
     };
     let mut pools: Vec<&PoolRef> = Vec::new();
     let mut pool_index: HashMap<*const PoolRef, u32> = HashMap::new();
+    let mut classes: Vec<&str> = Vec::new();
+    let mut class_index: HashMap<&str, u32> = HashMap::new();
     let mut chunks: Vec<Vec<u8>> = Vec::new();
     let mut counts: Vec<(u64, u64)> = Vec::new();
     let mut volumes: Vec<(&str, &VolumeRecord)> = state.volumes.iter().collect();
@@ -85,6 +92,12 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
                     pools.len() as u32 - 1
                 })
             });
+            let class = v.class.as_deref().map_or(0, |c| {
+                1 + *class_index.entry(c).or_insert_with(|| {
+                    classes.push(c);
+                    classes.len() as u32 - 1
+                })
+            });
             let set = member(name, v).map_or(0, |i| i + 1);
             put(
                 &mut chunk,
@@ -94,6 +107,9 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
                     v.size_bytes,
                     v.state,
                     v.orphaned,
+                    v.protocol,
+                    class,
+                    v.created_ms(),
                     placed,
                     set,
                     &v.extra,
@@ -125,6 +141,7 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
             &state.classes,
             &state.declared_classes,
             &pools,
+            &classes,
             &counts,
         ),
     );
@@ -134,9 +151,10 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
     put(out, &others);
 }
 
-/// What a chunk decoder needs: the pool table and how many volumes the chunk holds.
+/// What a chunk decoder needs: the pool and class tables and how many volumes the chunk holds.
 struct ChunkContext<'p> {
     pools: &'p [Arc<PoolRef>],
+    classes: &'p [Arc<str>],
     count: usize,
 }
 
@@ -156,6 +174,19 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
             let size_bytes = u64::decode(d)?;
             let state = VolumeState::decode(d)?;
             let orphaned = bool::decode(d)?;
+            let protocol = Protocol::decode(d)?;
+            let class = match u32::decode(d)? {
+                0 => None,
+                i => Some(
+                    d.context()
+                        .classes
+                        .get(i as usize - 1)
+                        .ok_or(DecodeError::Other("a class the table lacks"))?
+                        .clone(),
+                ),
+            };
+            // No commit is at the epoch: a 0 (which `encode` never writes) is "not created".
+            let created_ms = Option::<u64>::decode(d)?.and_then(NonZeroU64::new);
             let placed = match u32::decode(d)? {
                 0 => None,
                 i => Some(
@@ -173,6 +204,9 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
                 size_bytes,
                 state,
                 orphaned,
+                protocol,
+                class,
+                created_ms,
                 placed,
                 extra,
             };
@@ -182,11 +216,18 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
     }
 }
 
-fn decode_chunk(bytes: &[u8], pools: &[Arc<PoolRef>], count: usize) -> Result<Chunk, String> {
+/// The pool and class tables every chunk refers to.
+type Tables<'t> = (&'t [Arc<PoolRef>], &'t [Arc<str>]);
+
+fn decode_chunk(bytes: &[u8], (pools, classes): Tables<'_>, count: usize) -> Result<Chunk, String> {
     let (chunk, used) = bincode::borrow_decode_from_slice_with_context::<_, Chunk, _>(
         bytes,
         config(),
-        ChunkContext { pools, count },
+        ChunkContext {
+            pools,
+            classes,
+            count,
+        },
     )
     .map_err(|e| format!("a volume chunk does not decode: {e}"))?;
     if used != bytes.len() {
@@ -196,16 +237,16 @@ fn decode_chunk(bytes: &[u8], pools: &[Arc<PoolRef>], count: usize) -> Result<Ch
 }
 
 /// Decodes a round of chunks, one per thread (this one included), in order.
-fn decode_round(round: &[(&[u8], usize)], pools: &[Arc<PoolRef>]) -> Result<Vec<Chunk>, String> {
+fn decode_round(round: &[(&[u8], usize)], tables: Tables<'_>) -> Result<Vec<Chunk>, String> {
     let Some(((bytes, count), rest)) = round.split_first() else {
         return Ok(Vec::new());
     };
     std::thread::scope(|s| {
         let others: Vec<_> = rest
             .iter()
-            .map(|(bytes, count)| s.spawn(move || decode_chunk(bytes, pools, *count)))
+            .map(|(bytes, count)| s.spawn(move || decode_chunk(bytes, tables, *count)))
             .collect();
-        let mut all = vec![decode_chunk(bytes, pools, *count)?];
+        let mut all = vec![decode_chunk(bytes, tables, *count)?];
         for handle in others {
             let chunk = handle
                 .join()
@@ -222,9 +263,12 @@ pub(super) fn decode(body: &[u8]) -> Result<State, String> {
 }
 
 fn decode_on(body: &[u8], threads: usize) -> Result<State, String> {
-    let ((head, mut backends, classes, declared_classes, pools, counts), mut at): (Meta, usize) =
-        bincode::decode_from_slice(body, config()).map_err(|e| e.to_string())?;
+    let ((head, mut backends, classes, declared_classes, pools, volume_classes, counts), mut at): (
+        Meta,
+        usize,
+    ) = bincode::decode_from_slice(body, config()).map_err(|e| e.to_string())?;
     let pools: Vec<Arc<PoolRef>> = pools.into_iter().map(Arc::new).collect();
+    let volume_classes: Vec<Arc<str>> = volume_classes.into_iter().map(Arc::from).collect();
     let mut chunks = Vec::with_capacity(counts.len());
     let mut total = 0usize;
     for (len, count) in counts {
@@ -254,7 +298,7 @@ fn decode_on(body: &[u8], threads: usize) -> Result<State, String> {
     let mut map = HashMap::with_capacity(total);
     let mut sets: Vec<BTreeSet<Arc<str>>> = vec![BTreeSet::new(); backends.len()];
     for round in chunks.chunks(threads.max(1)) {
-        for chunk in decode_round(round, &pools)? {
+        for chunk in decode_round(round, (&pools, &volume_classes))? {
             for (name, record, set) in chunk.0 {
                 if let Some(i) = set.checked_sub(1) {
                     sets.get_mut(i as usize)
@@ -279,6 +323,7 @@ fn decode_on(body: &[u8], threads: usize) -> Result<State, String> {
         volumes: Volumes(map),
         interned: Interned {
             pools: pools.into_iter().collect(),
+            classes: volume_classes.into_iter().collect(),
         },
     })
 }
@@ -296,7 +341,7 @@ mod tests {
         let mut seq = 0;
         let mut apply = |s: &mut State, e: Event| {
             seq += 1;
-            s.apply(seq, &e);
+            s.apply(seq, 1_700_000_000_000 + seq, &e);
         };
         for b in ["b1", "b2"] {
             apply(
@@ -322,6 +367,7 @@ mod tests {
                         config: Box::new(VolumeConfig {
                             name: name.clone(),
                             size: "1Gi".into(),
+                            storage_class: ["gold", "silver", ""][i % 3].into(),
                             ..Default::default()
                         }),
                         size_bytes: 1 << 30,
@@ -412,6 +458,21 @@ mod tests {
         let (a, b) = (&back.volumes["v00"].placed, &back.volumes["v06"].placed);
         assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
         assert_eq!(back.interned.pools.len(), 5);
+        // Classes: shared again, one per name; none for an empty one.
+        let (a, b) = (&back.volumes["v00"].class, &back.volumes["v03"].class);
+        assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
+        assert_eq!(back.volumes["v00"].class(), "gold");
+        assert_eq!(back.volumes["v01"].class(), "silver");
+        assert!(back.volumes["v02"].class.is_none());
+        assert_eq!(back.interned.classes.len(), 2);
+        // Protocol and creation time as the fold left them; none for the one still creating.
+        assert_eq!(back.volumes["v00"].protocol, Protocol::File);
+        assert_eq!(
+            back.volumes["v00"].created_ms(),
+            s.volumes["v00"].created_ms()
+        );
+        assert!(back.volumes["v00"].created_ms().is_some());
+        assert_eq!(back.volumes["v07"].created_ms(), None);
         assert_eq!(back.volumes["v03"].snapshots().len(), 1);
         assert!(back.volumes["v07"].placed.is_none());
         assert!(!back.volumes.contains_key("v04"));
@@ -442,6 +503,7 @@ mod tests {
         let mut s = State::default();
         s.apply(
             1,
+            1_700_000_000_000,
             &Event::volume(
                 "v",
                 VolumeEvent::Requested {
@@ -451,8 +513,10 @@ mod tests {
             ),
         );
         let one = s.encode();
-        let ((head, backends, classes, declared, pools, counts), at): (Meta, usize) =
-            bincode::decode_from_slice(&one[2..], config()).unwrap();
+        let ((head, backends, classes, declared, pools, volume_classes, counts), at): (
+            Meta,
+            usize,
+        ) = bincode::decode_from_slice(&one[2..], config()).unwrap();
         let chunk = &one[2 + at..2 + at + counts[0].0 as usize];
         let mut twice = Vec::new();
         put(
@@ -463,6 +527,7 @@ mod tests {
                 &classes,
                 &declared,
                 &pools,
+                &volume_classes,
                 vec![counts[0], counts[0]],
             ),
         );
