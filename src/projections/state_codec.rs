@@ -175,28 +175,12 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
             let state = VolumeState::decode(d)?;
             let orphaned = bool::decode(d)?;
             let protocol = Protocol::decode(d)?;
-            let class = match u32::decode(d)? {
-                0 => None,
-                i => Some(
-                    d.context()
-                        .classes
-                        .get(i as usize - 1)
-                        .ok_or(DecodeError::Other("a class the table lacks"))?
-                        .clone(),
-                ),
-            };
+            let i = u32::decode(d)?;
+            let class = entry(d.context().classes, i, "a class the table lacks")?;
             // No commit is at the epoch: a 0 (which `encode` never writes) is "not created".
             let created_ms = Option::<u64>::decode(d)?.and_then(NonZeroU64::new);
-            let placed = match u32::decode(d)? {
-                0 => None,
-                i => Some(
-                    d.context()
-                        .pools
-                        .get(i as usize - 1)
-                        .ok_or(DecodeError::Other("placement on a pool the table lacks"))?
-                        .clone(),
-                ),
-            };
+            let i = u32::decode(d)?;
+            let placed = entry(d.context().pools, i, "placement on a pool the table lacks")?;
             let set = u32::decode(d)?;
             let extra = Option::<Box<VolumeExtra>>::decode(d)?;
             let record = VolumeRecord {
@@ -218,6 +202,18 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
 
 /// The pool and class tables every chunk refers to.
 type Tables<'t> = (&'t [Arc<PoolRef>], &'t [Arc<str>]);
+
+/// What index `i` of a volume names in `table`: nothing for 0, else entry `i - 1`.
+fn entry<T: Clone>(table: &[T], i: u32, lacking: &'static str) -> Result<Option<T>, DecodeError> {
+    match i {
+        0 => Ok(None),
+        i => table
+            .get(i as usize - 1)
+            .cloned()
+            .map(Some)
+            .ok_or(DecodeError::Other(lacking)),
+    }
+}
 
 fn decode_chunk(bytes: &[u8], (pools, classes): Tables<'_>, count: usize) -> Result<Chunk, String> {
     let (chunk, used) = bincode::borrow_decode_from_slice_with_context::<_, Chunk, _>(
