@@ -201,7 +201,9 @@ type ClassSpread = (BTreeMap<(String, String), (u64, u64)>, u64);
 /// Every class's [`ClassSpread`], by class name, in one pass that copies no string per
 /// volume: counted by the interned class and pool first, named after.
 fn class_spread(s: &State) -> HashMap<String, ClassSpread> {
-    let mut counts: HashMap<&str, (HashMap<&PoolRef, (u64, u64)>, u64)> = HashMap::new();
+    // class → (pool → (volumes, bytes), unplaced)
+    type Counts<'s> = HashMap<&'s str, (HashMap<&'s PoolRef, (u64, u64)>, u64)>;
+    let mut counts: Counts<'_> = HashMap::new();
     for v in s.volumes.values() {
         let entry = counts.entry(v.class()).or_default();
         match v.placement() {
