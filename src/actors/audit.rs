@@ -1,8 +1,8 @@
 //! Reading history: events by object and sequence, live following, health and statistics.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc};
 
@@ -10,7 +10,7 @@ use super::core::Core;
 use super::error::CoreError;
 use super::shared::{Readiness, Shared, read};
 use crate::events::Event;
-use crate::log::{CommitSink, Envelope};
+use crate::log::{CommitSink, Envelope, EventLog, LogError};
 use crate::projections::{BackendState, Projection, VolumeState};
 
 /// Events a follower reads from the log per batch while it catches up.
@@ -85,6 +85,84 @@ impl EventFilter {
     fn matches(&self, seq: u64, stream: &str) -> bool {
         seq >= self.since && self.object.as_deref().is_none_or(|o| o == stream)
     }
+}
+
+/// Which sequences each stream (`volume/NAME`, …) has in the log: built from the log on
+/// first use, then brought up to date from the records appended since, on each use. Eight
+/// bytes per event; one per core ([`Shared`]), behind [`Core::events`] by object (the
+/// dashboard's volume pages, `GET /trident/v1/events?object=`, follow streams by object).
+#[derive(Debug, Default)]
+pub struct StreamIndex(Mutex<IndexState>);
+
+#[derive(Debug, Default)]
+struct IndexState {
+    /// The last sequence indexed, and its record's hash.
+    through: (u64, [u8; 32]),
+    streams: HashMap<Box<str>, Vec<u64>>,
+}
+
+impl StreamIndex {
+    /// The sequences of `stream`'s records, oldest first, as of the log's head now.
+    fn sequences(&self, log: &EventLog, stream: &str) -> Result<Vec<u64>, LogError> {
+        let mut st = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // A log cut back (a standby's divergence, `--truncate-corrupt-tail`), even one that
+        // has grown past the indexed sequence since, no longer holds the indexed record.
+        let (seq, hash) = st.through;
+        if seq > 0 && log.hash_at(seq) != Some(hash) {
+            *st = IndexState::default();
+        }
+        for env in log.read_from(st.through.0 + 1) {
+            let env = env?;
+            st.through = (env.seq, env.hash);
+            match st.streams.get_mut(env.stream.as_str()) {
+                Some(seqs) => seqs.push(env.seq),
+                None => {
+                    st.streams
+                        .insert(env.stream.into_boxed_str(), vec![env.seq]);
+                }
+            }
+        }
+        Ok(st.streams.get(stream).cloned().unwrap_or_default())
+    }
+}
+
+/// [`Core::events`] on a blocking thread.
+fn read_events(
+    log: &EventLog,
+    index: &StreamIndex,
+    filter: &EventFilter,
+) -> Result<Vec<EventRecord>, CoreError> {
+    let internal = |e: LogError| CoreError::Internal(e.to_string());
+    let limit = filter.limit.unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    match &filter.object {
+        Some(object) => {
+            let seqs = index.sequences(log, object).map_err(internal)?;
+            let from = seqs.partition_point(|s| *s < filter.since);
+            for seq in &seqs[from..] {
+                if out.len() >= limit {
+                    break;
+                }
+                match log.read_from(*seq).next() {
+                    Some(Ok(env)) if env.seq == *seq && env.stream == *object => {
+                        out.push(EventRecord::from_envelope(&env)?)
+                    }
+                    Some(Err(e)) => return Err(internal(e)),
+                    // cut back meanwhile
+                    _ => {}
+                }
+            }
+        }
+        None => {
+            for env in log.read_from(filter.since.max(1)) {
+                if out.len() >= limit {
+                    break;
+                }
+                out.push(EventRecord::from_envelope(&env.map_err(internal)?)?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The log's commit sink: applies to the projection, then tells followers.
@@ -174,25 +252,16 @@ pub struct BackendStats {
 }
 
 impl Core {
-    /// Events matching `filter`, oldest first.
+    /// Events matching `filter`, oldest first. An object's events are found through the
+    /// core's [`StreamIndex`] (only that object's records are read); the others by a walk of
+    /// the log from `since`.
     pub async fn events(&self, filter: EventFilter) -> Result<Vec<EventRecord>, CoreError> {
         filter.validate()?;
         let log = self.shared.log().ok_or(CoreError::NotReady)?;
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for env in log.read_from(filter.since.max(1)) {
-                let env = env.map_err(|e| CoreError::Internal(e.to_string()))?;
-                if filter.matches(env.seq, &env.stream) {
-                    out.push(EventRecord::from_envelope(&env)?);
-                    if filter.limit.is_some_and(|l| out.len() >= l) {
-                        break;
-                    }
-                }
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| CoreError::Internal(e.to_string()))?
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || read_events(&log, &shared.streams, &filter))
+            .await
+            .map_err(|e| CoreError::Internal(e.to_string()))?
     }
 
     /// Events matching `filter` from the log, then live as they are committed, until the
@@ -408,5 +477,115 @@ impl Core {
             }
         });
         stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{BackendEvent, VolumeEvent};
+    use crate::log::{DiscardSink, Durability, NewEvent};
+
+    /// Event `i` of a round, on one of three streams: `volume/a`, `volume/b`, `backend/x`.
+    fn event(round: &str, i: usize) -> Event {
+        match i % 3 {
+            0 => Event::volume("a", VolumeEvent::DeleteRequested),
+            1 => Event::volume(
+                "b",
+                VolumeEvent::SnapshotRequested {
+                    snapshot: format!("{round}-{i}"),
+                },
+            ),
+            _ => Event::backend("x", BackendEvent::Offlined),
+        }
+    }
+
+    /// Appends `events` one batch each, the writer stopped afterwards.
+    async fn append(log: &EventLog, events: impl IntoIterator<Item = Event>) {
+        let appender = log.start_writer(Arc::new(DiscardSink));
+        for (i, e) in events.into_iter().enumerate() {
+            appender
+                .append(&format!("req-{i}"), vec![NewEvent::from(&e)])
+                .await
+                .unwrap();
+        }
+        drop(appender);
+        log.shutdown().await.unwrap();
+    }
+
+    /// What a query by object answered before the index: the whole log walked, the object's
+    /// records kept.
+    fn walked(log: &EventLog, filter: &EventFilter) -> Vec<EventRecord> {
+        let all = EventFilter {
+            object: None,
+            since: filter.since,
+            limit: None,
+        };
+        read_events(log, &StreamIndex::default(), &all)
+            .unwrap()
+            .into_iter()
+            .filter(|r| filter.object.as_deref() == Some(r.stream.as_str()))
+            .take(filter.limit.unwrap_or(usize::MAX))
+            .collect()
+    }
+
+    /// Every query by object through `index` answers as the walk does.
+    fn check(log: &EventLog, index: &StreamIndex, what: &str) {
+        for object in ["volume/a", "volume/b", "backend/x", "volume/none"] {
+            for since in [0, 1, 4, 11, 1000] {
+                for limit in [None, Some(1), Some(3)] {
+                    let filter = EventFilter {
+                        object: Some(object.to_string()),
+                        since,
+                        limit,
+                    };
+                    assert_eq!(
+                        read_events(log, index, &filter).unwrap(),
+                        walked(log, &filter),
+                        "{what}: {filter:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_query_by_object_through_the_index_answers_as_a_walk_of_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), Durability::Flush).unwrap();
+        let index = StreamIndex::default();
+        append(&log, (0..12).map(|i| event("first", i))).await;
+        check(&log, &index, "first use");
+        let head = log.head();
+        assert_eq!(
+            index.0.lock().unwrap().through,
+            head,
+            "indexed through the head"
+        );
+        assert_eq!(log.hash_at(head.0), Some(head.1), "so it is not rebuilt");
+
+        // Records appended since are indexed on the next use.
+        append(&log, (0..5).map(|i| event("more", i))).await;
+        check(&log, &index, "after appends");
+
+        // Cut back (as a standby that diverged) and grown past the indexed head again, with
+        // other events at the sequences the index knew: it starts over.
+        log.truncate_after(6).await.unwrap();
+        append(&log, (1..20).map(|i| event("after cut", i))).await;
+        assert!(log.head().0 > 17);
+        check(&log, &index, "after a cut-back");
+        let a = read_events(
+            &log,
+            &index,
+            &EventFilter {
+                object: Some("volume/b".into()),
+                ..EventFilter::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            a.iter().any(|r| r.seq == 7),
+            "the new record at 7 is volume/b's"
+        );
     }
 }

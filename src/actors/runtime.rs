@@ -85,6 +85,7 @@ impl CoreRuntime {
             classes: RwLock::new(HashMap::new()),
             volumes: Mutex::new(HashMap::new()),
             followers: tokio::sync::broadcast::channel(4096).0,
+            streams: Default::default(),
             admin: tokio::sync::Mutex::new(()),
             config_pending: std::sync::atomic::AtomicBool::new(false),
             cut_back: Mutex::new(None),

@@ -171,6 +171,8 @@ pub(crate) struct Shared {
     pub volumes: Mutex<HashMap<String, VolumeRecipients>>,
     /// Committed envelopes, for `Core::follow`.
     pub followers: tokio::sync::broadcast::Sender<Arc<crate::log::Envelope>>,
+    /// Each stream's sequences in the log, for `Core::events` by object.
+    pub streams: super::audit::StreamIndex,
     /// Serialises backend and storage-class commands (rare; volumes never take it).
     pub admin: tokio::sync::Mutex<()>,
     /// A config file is to be applied and has not been yet (readiness waits for it).

@@ -155,8 +155,6 @@ impl Stopping {
 pub(crate) struct AppState {
     pub core: Core,
     pub stopping: Stopping,
-    /// Each object's events, for the dashboard's volume pages.
-    pub history: std::sync::Arc<crate::actors::dashboard::StreamIndex>,
 }
 
 impl FromRef<AppState> for Core {
@@ -184,11 +182,7 @@ pub fn router_with(core: Core, options: &RouterOptions) -> Router {
 
 pub(crate) fn app(core: Core, options: &RouterOptions, stopping: Stopping) -> Router {
     prometheus::install();
-    let state = AppState {
-        core,
-        stopping,
-        history: Default::default(),
-    };
+    let state = AppState { core, stopping };
     let mut router = Router::new();
     for route in routes::table() {
         router = router.route(route.path, route.endpoint);

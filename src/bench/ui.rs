@@ -86,6 +86,13 @@ fn pages(volume: &str) -> Vec<(&'static str, Vec<String>)> {
             ],
         ),
         (
+            "volumes (sorted by created, newest first)",
+            vec![
+                "/storch/v1/volumes?sort=-created".into(),
+                "/storch/v1/overview".into(),
+            ],
+        ),
+        (
             "volumes (class filter, sorted by class)",
             vec![
                 "/storch/v1/volumes?class=bench&sort=class".into(),
@@ -100,6 +107,13 @@ fn pages(volume: &str) -> Vec<(&'static str, Vec<String>)> {
             ],
         ),
         ("events", vec!["/storch/v1/overview".into()]),
+        (
+            "events (filtered by one volume)",
+            vec![
+                format!("/trident/v1/events?object=volume/{volume}"),
+                "/storch/v1/overview".into(),
+            ],
+        ),
         (
             "throughput",
             vec!["/metrics".into(), "/storch/v1/overview".into()],

@@ -604,9 +604,11 @@ impl Iterator for ReadIter {
 }
 
 /// A checked record from [`EventLog::read_batches`](super::EventLog::read_batches): its
-/// sequence, payload schema and payload. The payload is not copied out of the stored bytes.
+/// sequence, commit time, payload schema and payload. The payload is not copied out of the
+/// stored bytes.
 pub struct Record {
     seq: u64,
+    time_ms: u64,
     schema: u16,
     bytes: sled::IVec,
     payload: std::ops::Range<usize>,
@@ -615,6 +617,11 @@ pub struct Record {
 impl Record {
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// Unix milliseconds when its batch was committed.
+    pub fn time_ms(&self) -> u64 {
+        self.time_ms
     }
 
     pub fn schema(&self) -> u16 {
@@ -630,6 +637,7 @@ impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Record")
             .field("seq", &self.seq)
+            .field("time_ms", &self.time_ms)
             .field("schema", &self.schema)
             .field("payload_len", &self.payload.len())
             .finish()
@@ -669,6 +677,7 @@ pub(crate) fn spawn_batches(
                 while batch.len() < BATCH_RECORDS {
                     let next = checker.next_with(|frame, bytes| Record {
                         seq: frame.seq,
+                        time_ms: frame.time_ms,
                         schema: frame.schema,
                         bytes: bytes.clone(),
                         payload: frame.payload_at..frame.payload_at + frame.payload.len(),

@@ -5,7 +5,7 @@ use crate::events::{DriftEvent, VolumeEvent};
 use crate::model::PoolRef;
 
 impl State {
-    pub(super) fn apply_drift(&mut self, name: &str, event: &DriftEvent) {
+    pub(super) fn apply_drift(&mut self, name: &str, time_ms: u64, event: &DriftEvent) {
         if let DriftEvent::Imported {
             config,
             size_bytes,
@@ -22,6 +22,7 @@ impl State {
             }
             self.apply_volume(
                 name,
+                time_ms,
                 &VolumeEvent::Requested {
                     config: config.clone(),
                     size_bytes: *size_bytes,
@@ -29,6 +30,7 @@ impl State {
             );
             self.apply_volume(
                 name,
+                time_ms,
                 &VolumeEvent::Created {
                     pool: pool.clone(),
                     internal_name: config.internal_name.clone(),
@@ -88,6 +90,9 @@ mod tests {
     use crate::events::{Event, Noticed};
     use crate::model::{AccessInfo, Protocol, VolumeConfig};
 
+    /// A commit time.
+    const AT: u64 = 1_700_000_000_000;
+
     fn imported(managed: bool) -> Event {
         Event::volume(
             "v1",
@@ -116,17 +121,20 @@ mod tests {
     #[test]
     fn an_import_is_an_online_volume_placed_on_its_pool() {
         let mut s = State::default();
-        s.apply(1, &imported(false));
+        s.apply(1, AT, &imported(false));
         let v = &s.volumes["v1"];
         assert_eq!(v.state, VolumeState::Online);
         assert_eq!(v.placement(), Some(&PoolRef::new("b", "p1")));
         assert_eq!(v.config().internal_name, "legacy");
+        // Created when the import was committed, with the config's class and protocol.
+        assert_eq!(v.created_ms(), Some(AT));
+        assert_eq!((v.class(), v.protocol), ("gold", Protocol::File));
         assert!(!v.managed());
         let mut managed = State::default();
-        managed.apply(1, &imported(true));
+        managed.apply(1, AT, &imported(true));
         assert!(managed.volumes["v1"].managed());
         // A second import of the name changes nothing.
-        s.apply(2, &imported(true));
+        s.apply(2, AT, &imported(true));
         assert!(!s.volumes["v1"].managed());
         // Round trip through a checkpoint keeps the flag.
         let back = State::decode(&s.encode()).unwrap();
@@ -136,7 +144,7 @@ mod tests {
     #[test]
     fn missing_and_found_move_only_created_volumes() {
         let mut s = State::default();
-        s.apply(1, &imported(true));
+        s.apply(1, AT, &imported(true));
         let missing = drift(DriftEvent::Missing {
             noticed_at: 5,
             how: Noticed::Start,
@@ -145,23 +153,24 @@ mod tests {
             noticed_at: 6,
             how: Noticed::Periodic,
         });
-        s.apply(2, &missing);
+        s.apply(2, AT, &missing);
         assert_eq!(s.volumes["v1"].state, VolumeState::Missing);
-        s.apply(3, &found);
+        s.apply(3, AT, &found);
         assert_eq!(s.volumes["v1"].state, VolumeState::Online);
-        s.apply(4, &Event::volume("v1", VolumeEvent::DeleteRequested));
-        s.apply(5, &missing);
+        s.apply(4, AT, &Event::volume("v1", VolumeEvent::DeleteRequested));
+        s.apply(5, AT, &missing);
         assert_eq!(s.volumes["v1"].state, VolumeState::Deleting);
-        s.apply(6, &found);
+        s.apply(6, AT, &found);
         assert_eq!(s.volumes["v1"].state, VolumeState::Deleting);
     }
 
     #[test]
     fn a_change_on_the_array_moves_size_and_pool() {
         let mut s = State::default();
-        s.apply(1, &imported(true));
+        s.apply(1, AT, &imported(true));
         s.apply(
             2,
+            AT,
             &drift(DriftEvent::ChangedOnArray {
                 size_bytes: 2 << 30,
                 pool: "p2".into(),

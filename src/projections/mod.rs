@@ -9,6 +9,7 @@
 //!   checkpoint encoding.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -95,9 +96,11 @@ impl BackendRecord {
     }
 }
 
-/// One volume, kept small: a million of them live in memory (48 bytes, boxed in
-/// [`Volumes`]). The hot fields are plain; the Trident config (with its access information) is
-/// kept in a compact encoding that skips empty fields and is decoded on demand
+/// One volume, kept small: a million of them live in memory (72 bytes, boxed in
+/// [`Volumes`]). The hot fields are plain — among them what the dashboard filters and sorts
+/// by (its class, interned; its protocol; when it was created), so that a pass over every
+/// volume decodes no config; the Trident config (with its access information) is kept in a
+/// compact encoding that skips empty fields and is decoded on demand
 /// ([`VolumeRecord::config`]); where it lives is an interned `PoolRef`; what only matters
 /// while a placement or a delete is under way, and snapshots, sit behind one optional box.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +111,13 @@ pub struct VolumeRecord {
     pub size_bytes: u64,
     pub state: VolumeState,
     pub orphaned: bool,
+    /// The config's protocol (as requested, then as created).
+    pub protocol: Protocol,
+    /// The config's storage class; `None` for none. Shared by every volume of that class.
+    class: Option<Arc<str>>,
+    /// Unix milliseconds of the commit of its `VolumeCreated` (or `VolumeImported`); `None`
+    /// until created.
+    created_ms: Option<NonZeroU64>,
     /// A consumer took it (`VolumeBound`). A plain flag, not an extra: nearly every volume a
     /// frontend provisions gets one, and it fits beside `orphaned` in the record's padding.
     bound: bool,
@@ -139,16 +149,30 @@ static NO_SNAPSHOTS: BTreeMap<String, SnapshotRecord> = BTreeMap::new();
 static NO_PUBLICATIONS: BTreeMap<String, Publication> = BTreeMap::new();
 
 impl VolumeRecord {
-    fn new(config: &VolumeConfig, size_bytes: u64) -> VolumeRecord {
+    fn new(config: &VolumeConfig, size_bytes: u64, class: Option<Arc<str>>) -> VolumeRecord {
         VolumeRecord {
             config: config_codec::encode(config),
             size_bytes,
             state: VolumeState::Creating,
             orphaned: false,
             bound: false,
+            protocol: config.protocol,
+            class,
+            created_ms: None,
             placed: None,
             extra: None,
         }
+    }
+
+    /// Its storage class (the config's, without decoding it); empty for none.
+    pub fn class(&self) -> &str {
+        self.class.as_deref().unwrap_or("")
+    }
+
+    /// Unix milliseconds of the commit that recorded it created (or imported); `None` while
+    /// it is being created.
+    pub fn created_ms(&self) -> Option<u64> {
+        self.created_ms.map(NonZeroU64::get)
     }
 
     /// The config as requested, completed when created (decoded: call it once per use).
@@ -246,12 +270,13 @@ impl VolumeRecord {
     }
 }
 
-/// The shared `PoolRef`s volume records point at: one allocation per pool, not two strings
-/// per volume. A cache, not state: it is not encoded (decoding a state rebuilds it) and
-/// always compares equal.
+/// The shared `PoolRef`s and class names volume records point at: one allocation per pool
+/// or class, not strings per volume. A cache, not state: it is not encoded (decoding a state
+/// rebuilds it) and always compares equal.
 #[derive(Debug, Clone, Default)]
 pub struct Interned {
     pools: HashSet<Arc<PoolRef>>,
+    classes: HashSet<Arc<str>>,
 }
 
 impl Interned {
@@ -265,9 +290,23 @@ impl Interned {
         p
     }
 
-    /// Forgets pools no volume points at any more.
+    /// The shared copy of the class name `class`; `None` for none (empty).
+    fn intern_class(&mut self, class: &str) -> Option<Arc<str>> {
+        if class.is_empty() {
+            return None;
+        }
+        if let Some(c) = self.classes.get(class) {
+            return Some(c.clone());
+        }
+        let c: Arc<str> = Arc::from(class);
+        self.classes.insert(c.clone());
+        Some(c)
+    }
+
+    /// Forgets pools and classes no volume points at any more.
     fn prune(&mut self) {
         self.pools.retain(|p| Arc::strong_count(p) > 1);
+        self.classes.retain(|c| Arc::strong_count(c) > 1);
     }
 }
 
@@ -417,15 +456,18 @@ const STATE_MAGIC: u8 = 0xFF;
 /// 5: a backend's topology; a volume's publications and whether it is managed (import
 /// `--no-manage`), among its extras.
 /// 6: whether a backend is suspended.
-/// 7: whether a volume is bound (`VolumeBound`), after `orphaned`; what the leader last
-/// observed of a backend (health, free bytes, external config).
+/// 7: whether a volume is bound (`VolumeBound`), after `orphaned`; a volume's class (as an
+/// index into a class table), protocol and creation time; what the leader last observed of a
+/// backend (health, free bytes, external config).
 const STATE_FORMAT: u8 = 7;
 
 impl State {
-    /// Applies one event. Never fails: events are facts; an event about an object the state
-    /// does not know is ignored (it can only come from a log written by a buggy build, and is
-    /// reported by `storch events verify`, not here).
-    pub fn apply(&mut self, seq: u64, event: &Event) {
+    /// Applies one event, committed at `time_ms` (its envelope's commit time, Unix
+    /// milliseconds: replay gives the same time as the live fold did). Never fails: events are
+    /// facts; an event about an object the state does not know is ignored (it can only come
+    /// from a log written by a buggy build, and is reported by `storch events verify`, not
+    /// here).
+    pub fn apply(&mut self, seq: u64, time_ms: u64, event: &Event) {
         self.head = seq;
         match event {
             Event::Backend { name, event } => self.apply_backend(name, event),
@@ -436,6 +478,7 @@ impl State {
                 StorageClassEvent::Deleted => {
                     self.classes.remove(name);
                     self.declared_classes.remove(name);
+                    self.interned.prune();
                 }
                 StorageClassEvent::Declared { source } => match source {
                     Some(src) => {
@@ -446,7 +489,7 @@ impl State {
                     }
                 },
             },
-            Event::Volume { name, event } => self.apply_volume(name, event),
+            Event::Volume { name, event } => self.apply_volume(name, time_ms, event),
             // A note for the audit trail; the state is what the records before it made.
             Event::Log { .. } => {}
         }
@@ -562,14 +605,15 @@ impl State {
         };
     }
 
-    fn apply_volume(&mut self, name: &str, event: &VolumeEvent) {
+    fn apply_volume(&mut self, name: &str, time_ms: u64, event: &VolumeEvent) {
         if let VolumeEvent::Drift(d @ crate::events::DriftEvent::Imported { .. }) = event {
-            return self.apply_drift(name, d);
+            return self.apply_drift(name, time_ms, d);
         }
         if let VolumeEvent::Requested { config, size_bytes } = event {
+            let class = self.interned.intern_class(&config.storage_class);
             self.volumes.0.insert(
                 name.into(),
-                Box::new(VolumeRecord::new(config, *size_bytes)),
+                Box::new(VolumeRecord::new(config, *size_bytes, class)),
             );
             return;
         }
@@ -597,6 +641,11 @@ impl State {
                 let taken = if *adopted { 0 } else { vol.size_bytes };
                 vol.state = VolumeState::Online;
                 vol.placed = Some(self.interned.intern(pool));
+                vol.protocol = *protocol;
+                // An adoption after a create that seemed to fail keeps the first time.
+                if vol.created_ms.is_none() {
+                    vol.created_ms = NonZeroU64::new(time_ms);
+                }
                 vol.update_config(|c| {
                     c.internal_name = internal_name.clone();
                     c.protocol = *protocol;
@@ -683,7 +732,7 @@ impl State {
             VolumeEvent::Unpublished { node_id } => vol.update_extra(|x| {
                 x.publications.remove(node_id);
             }),
-            VolumeEvent::Drift(d) => self.apply_drift(name, d),
+            VolumeEvent::Drift(d) => self.apply_drift(name, time_ms, d),
             VolumeEvent::Bound { .. } => vol.bound = true,
         }
     }
@@ -738,7 +787,7 @@ impl Projection {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         for env in batch {
             match crate::events::decode(env.schema, &env.payload) {
-                Ok(event) => state.apply(env.seq, &event),
+                Ok(event) => state.apply(env.seq, env.time_ms, &event),
                 // The writer only commits what this build encoded; this cannot happen short
                 // of memory corruption. Keep the head moving and say so.
                 Err(e) => {

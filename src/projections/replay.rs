@@ -50,7 +50,7 @@ pub fn replay(log: &EventLog, mut state: State) -> Result<State, LogError> {
                     reason: e.to_string(),
                 }
             })?;
-            state.apply(record.seq(), &event);
+            state.apply(record.seq(), record.time_ms(), &event);
         }
     }
     Ok(state)

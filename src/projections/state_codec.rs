@@ -5,24 +5,27 @@
 //! the format before it):
 //!
 //! ```text
-//! meta    (head, backends, classes, declared classes, pools, chunks)
+//! meta    (head, backends, classes, declared classes, pools, volume classes, chunks)
 //!           backends: their records without volume sets; pools: every pool a volume is
-//!           placed on, once; chunks: (byte length, volume count) of each chunk
+//!           placed on, once; volume classes: every class name a volume has, once; chunks:
+//!           (byte length, volume count) of each chunk
 //! chunk*  the volumes in name order; per volume: name, config bytes, size, state, orphaned,
-//!           bound, placement (0 = none, else 1 + its index in pools), set (0 = none, else 1 +
-//!           the position among the backends of the one it is placed on, whose set holds it),
-//!           extras
+//!           bound, protocol, class (0 = none, else 1 + its index in volume classes), creation time
+//!           (an option), placement (0 = none, else 1 + its index in pools), set (0 =
+//!           none, else 1 + the position among the backends of the one it is placed on, whose
+//!           set holds it), extras
 //! others  per backend, in the order of `backends`: the names in its set that the volumes'
 //!           own `set` fields do not cover (none, short of a log written by a buggy build)
 //! ```
 //!
-//! Chunks decode on their own (they need only the pool table), a round of them at a time on
+//! Chunks decode on their own (they need only the pool and class tables), a round of them at a time on
 //! every core; then this thread moves a round into the map and the backends' sets (in name
 //! order, so each set grows at its end) and the next round reuses the memory. Names are
-//! allocated once and shared between the map and the sets, placements once per pool, as the
-//! fold does.
+//! allocated once and shared between the map and the sets, placements once per pool and class
+//! names once per class, as the fold does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use bincode::de::{BorrowDecode, BorrowDecoder, Decode};
@@ -31,7 +34,7 @@ use bincode::error::DecodeError;
 use super::{
     BackendRecord, Interned, State, VolumeExtra, VolumeNames, VolumeRecord, VolumeState, Volumes,
 };
-use crate::model::{PoolRef, StorageClassConfig};
+use crate::model::{PoolRef, Protocol, StorageClassConfig};
 
 /// Volumes per chunk: large enough that a chunk's bookkeeping is noise, small enough that a
 /// million volumes split evenly over the cores.
@@ -47,6 +50,7 @@ type Meta = (
     BTreeMap<String, StorageClassConfig>,
     BTreeMap<String, String>,
     Vec<PoolRef>,
+    Vec<String>,
     Vec<(u64, u64)>,
 );
 
@@ -73,6 +77,8 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
     };
     let mut pools: Vec<&PoolRef> = Vec::new();
     let mut pool_index: HashMap<*const PoolRef, u32> = HashMap::new();
+    let mut classes: Vec<&str> = Vec::new();
+    let mut class_index: HashMap<&str, u32> = HashMap::new();
     let mut chunks: Vec<Vec<u8>> = Vec::new();
     let mut counts: Vec<(u64, u64)> = Vec::new();
     let mut volumes: Vec<(&str, &VolumeRecord)> = state.volumes.iter().collect();
@@ -86,6 +92,12 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
                     pools.len() as u32 - 1
                 })
             });
+            let class = v.class.as_deref().map_or(0, |c| {
+                1 + *class_index.entry(c).or_insert_with(|| {
+                    classes.push(c);
+                    classes.len() as u32 - 1
+                })
+            });
             let set = member(name, v).map_or(0, |i| i + 1);
             put(
                 &mut chunk,
@@ -96,6 +108,9 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
                     v.state,
                     v.orphaned,
                     v.bound,
+                    v.protocol,
+                    class,
+                    v.created_ms(),
                     placed,
                     set,
                     &v.extra,
@@ -127,6 +142,7 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
             &state.classes,
             &state.declared_classes,
             &pools,
+            &classes,
             &counts,
         ),
     );
@@ -136,9 +152,10 @@ pub(super) fn encode(state: &State, out: &mut Vec<u8>) {
     put(out, &others);
 }
 
-/// What a chunk decoder needs: the pool table and how many volumes the chunk holds.
+/// What a chunk decoder needs: the pool and class tables and how many volumes the chunk holds.
 struct ChunkContext<'p> {
     pools: &'p [Arc<PoolRef>],
+    classes: &'p [Arc<str>],
     count: usize,
 }
 
@@ -159,16 +176,13 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
             let state = VolumeState::decode(d)?;
             let orphaned = bool::decode(d)?;
             let bound = bool::decode(d)?;
-            let placed = match u32::decode(d)? {
-                0 => None,
-                i => Some(
-                    d.context()
-                        .pools
-                        .get(i as usize - 1)
-                        .ok_or(DecodeError::Other("placement on a pool the table lacks"))?
-                        .clone(),
-                ),
-            };
+            let protocol = Protocol::decode(d)?;
+            let i = u32::decode(d)?;
+            let class = entry(d.context().classes, i, "a class the table lacks")?;
+            // No commit is at the epoch: a 0 (which `encode` never writes) is "not created".
+            let created_ms = Option::<u64>::decode(d)?.and_then(NonZeroU64::new);
+            let i = u32::decode(d)?;
+            let placed = entry(d.context().pools, i, "placement on a pool the table lacks")?;
             let set = u32::decode(d)?;
             let extra = Option::<Box<VolumeExtra>>::decode(d)?;
             let record = VolumeRecord {
@@ -177,6 +191,9 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
                 state,
                 orphaned,
                 bound,
+                protocol,
+                class,
+                created_ms,
                 placed,
                 extra,
             };
@@ -186,11 +203,30 @@ impl<'de, 'p> BorrowDecode<'de, ChunkContext<'p>> for Chunk {
     }
 }
 
-fn decode_chunk(bytes: &[u8], pools: &[Arc<PoolRef>], count: usize) -> Result<Chunk, String> {
+/// The pool and class tables every chunk refers to.
+type Tables<'t> = (&'t [Arc<PoolRef>], &'t [Arc<str>]);
+
+/// What index `i` of a volume names in `table`: nothing for 0, else entry `i - 1`.
+fn entry<T: Clone>(table: &[T], i: u32, lacking: &'static str) -> Result<Option<T>, DecodeError> {
+    match i {
+        0 => Ok(None),
+        i => table
+            .get(i as usize - 1)
+            .cloned()
+            .map(Some)
+            .ok_or(DecodeError::Other(lacking)),
+    }
+}
+
+fn decode_chunk(bytes: &[u8], (pools, classes): Tables<'_>, count: usize) -> Result<Chunk, String> {
     let (chunk, used) = bincode::borrow_decode_from_slice_with_context::<_, Chunk, _>(
         bytes,
         config(),
-        ChunkContext { pools, count },
+        ChunkContext {
+            pools,
+            classes,
+            count,
+        },
     )
     .map_err(|e| format!("a volume chunk does not decode: {e}"))?;
     if used != bytes.len() {
@@ -200,16 +236,16 @@ fn decode_chunk(bytes: &[u8], pools: &[Arc<PoolRef>], count: usize) -> Result<Ch
 }
 
 /// Decodes a round of chunks, one per thread (this one included), in order.
-fn decode_round(round: &[(&[u8], usize)], pools: &[Arc<PoolRef>]) -> Result<Vec<Chunk>, String> {
+fn decode_round(round: &[(&[u8], usize)], tables: Tables<'_>) -> Result<Vec<Chunk>, String> {
     let Some(((bytes, count), rest)) = round.split_first() else {
         return Ok(Vec::new());
     };
     std::thread::scope(|s| {
         let others: Vec<_> = rest
             .iter()
-            .map(|(bytes, count)| s.spawn(move || decode_chunk(bytes, pools, *count)))
+            .map(|(bytes, count)| s.spawn(move || decode_chunk(bytes, tables, *count)))
             .collect();
-        let mut all = vec![decode_chunk(bytes, pools, *count)?];
+        let mut all = vec![decode_chunk(bytes, tables, *count)?];
         for handle in others {
             let chunk = handle
                 .join()
@@ -226,9 +262,12 @@ pub(super) fn decode(body: &[u8]) -> Result<State, String> {
 }
 
 fn decode_on(body: &[u8], threads: usize) -> Result<State, String> {
-    let ((head, mut backends, classes, declared_classes, pools, counts), mut at): (Meta, usize) =
-        bincode::decode_from_slice(body, config()).map_err(|e| e.to_string())?;
+    let ((head, mut backends, classes, declared_classes, pools, volume_classes, counts), mut at): (
+        Meta,
+        usize,
+    ) = bincode::decode_from_slice(body, config()).map_err(|e| e.to_string())?;
     let pools: Vec<Arc<PoolRef>> = pools.into_iter().map(Arc::new).collect();
+    let volume_classes: Vec<Arc<str>> = volume_classes.into_iter().map(Arc::from).collect();
     let mut chunks = Vec::with_capacity(counts.len());
     let mut total = 0usize;
     for (len, count) in counts {
@@ -258,7 +297,7 @@ fn decode_on(body: &[u8], threads: usize) -> Result<State, String> {
     let mut map = HashMap::with_capacity(total);
     let mut sets: Vec<BTreeSet<Arc<str>>> = vec![BTreeSet::new(); backends.len()];
     for round in chunks.chunks(threads.max(1)) {
-        for chunk in decode_round(round, &pools)? {
+        for chunk in decode_round(round, (&pools, &volume_classes))? {
             for (name, record, set) in chunk.0 {
                 if let Some(i) = set.checked_sub(1) {
                     sets.get_mut(i as usize)
@@ -283,6 +322,7 @@ fn decode_on(body: &[u8], threads: usize) -> Result<State, String> {
         volumes: Volumes(map),
         interned: Interned {
             pools: pools.into_iter().collect(),
+            classes: volume_classes.into_iter().collect(),
         },
     })
 }
@@ -300,7 +340,7 @@ mod tests {
         let mut seq = 0;
         let mut apply = |s: &mut State, e: Event| {
             seq += 1;
-            s.apply(seq, &e);
+            s.apply(seq, 1_700_000_000_000 + seq, &e);
         };
         for b in ["b1", "b2"] {
             apply(
@@ -326,6 +366,7 @@ mod tests {
                         config: Box::new(VolumeConfig {
                             name: name.clone(),
                             size: "1Gi".into(),
+                            storage_class: ["gold", "silver", ""][i % 3].into(),
                             ..Default::default()
                         }),
                         size_bytes: 1 << 30,
@@ -416,6 +457,21 @@ mod tests {
         let (a, b) = (&back.volumes["v00"].placed, &back.volumes["v06"].placed);
         assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
         assert_eq!(back.interned.pools.len(), 5);
+        // Classes: shared again, one per name; none for an empty one.
+        let (a, b) = (&back.volumes["v00"].class, &back.volumes["v03"].class);
+        assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
+        assert_eq!(back.volumes["v00"].class(), "gold");
+        assert_eq!(back.volumes["v01"].class(), "silver");
+        assert!(back.volumes["v02"].class.is_none());
+        assert_eq!(back.interned.classes.len(), 2);
+        // Protocol and creation time as the fold left them; none for the one still creating.
+        assert_eq!(back.volumes["v00"].protocol, Protocol::File);
+        assert_eq!(
+            back.volumes["v00"].created_ms(),
+            s.volumes["v00"].created_ms()
+        );
+        assert!(back.volumes["v00"].created_ms().is_some());
+        assert_eq!(back.volumes["v07"].created_ms(), None);
         assert_eq!(back.volumes["v03"].snapshots().len(), 1);
         assert!(back.volumes["v07"].placed.is_none());
         assert!(!back.volumes.contains_key("v04"));
@@ -446,6 +502,7 @@ mod tests {
         let mut s = State::default();
         s.apply(
             1,
+            1_700_000_000_000,
             &Event::volume(
                 "v",
                 VolumeEvent::Requested {
@@ -455,8 +512,10 @@ mod tests {
             ),
         );
         let one = s.encode();
-        let ((head, backends, classes, declared, pools, counts), at): (Meta, usize) =
-            bincode::decode_from_slice(&one[2..], config()).unwrap();
+        let ((head, backends, classes, declared, pools, volume_classes, counts), at): (
+            Meta,
+            usize,
+        ) = bincode::decode_from_slice(&one[2..], config()).unwrap();
         let chunk = &one[2 + at..2 + at + counts[0].0 as usize];
         let mut twice = Vec::new();
         put(
@@ -467,6 +526,7 @@ mod tests {
                 &classes,
                 &declared,
                 &pools,
+                &volume_classes,
                 vec![counts[0], counts[0]],
             ),
         );

@@ -3,6 +3,9 @@ use crate::events::Health;
 use crate::model::AccessInfo;
 use views::NOT_RECORDED;
 
+/// A commit time.
+const AT: u64 = 1_700_000_000_000;
+
 fn volume(name: &str, pool: &str) -> [Event; 3] {
     let config = VolumeConfig {
         name: name.into(),
@@ -46,10 +49,11 @@ fn folded() -> State {
     let mut state = State::default();
     let events = [volume("v1", "p1"), volume("v2", "p1"), volume("v3", "p2")];
     for (seq, ev) in events.iter().flatten().enumerate() {
-        state.apply(seq as u64 + 1, ev);
+        state.apply(seq as u64 + 1, AT, ev);
     }
     state.apply(
         10,
+        AT,
         &Event::volume(
             "v2",
             VolumeEvent::Resized {
@@ -65,16 +69,16 @@ fn folded() -> State {
 fn a_record_keeps_its_config_encoded_and_its_plan_only_while_creating() {
     let mut state = State::default();
     let [requested, planned, created] = volume("v1", "p1");
-    state.apply(1, &requested);
-    state.apply(2, &planned);
+    state.apply(1, AT, &requested);
+    state.apply(2, AT, &planned);
     let v = &state.volumes["v1"];
     assert_eq!(v.candidates(), [PoolRef::new("b1", "p1")]);
     assert_eq!((v.backend(), v.pool()), ("", ""));
     assert_eq!(v.config().size, "1Gi");
-    state.apply(3, &created);
+    state.apply(3, AT, &created);
     let v = &state.volumes["v1"];
     assert!(v.extra.is_none(), "an online volume has no extras");
-    assert_eq!(std::mem::size_of::<VolumeRecord>(), 48);
+    assert_eq!(std::mem::size_of::<VolumeRecord>(), 72);
     assert_eq!((v.backend(), v.pool()), ("b1", "p1"));
     let config = v.config();
     assert_eq!(config.internal_name, "trident-v1");
@@ -103,6 +107,7 @@ fn a_volume_name_is_stored_once_and_shared_again_after_a_checkpoint() {
     let mut state = State::default();
     state.apply(
         1,
+        AT,
         &Event::backend(
             "b1",
             BackendEvent::Added {
@@ -117,10 +122,11 @@ fn a_volume_name_is_stored_once_and_shared_again_after_a_checkpoint() {
         .flatten()
         .enumerate()
     {
-        state.apply(seq as u64 + 2, ev);
+        state.apply(seq as u64 + 2, AT, ev);
     }
     state.apply(
         9,
+        AT,
         &Event::volume(
             "v2",
             VolumeEvent::SnapshotRequested {
@@ -147,7 +153,7 @@ fn a_volume_name_is_stored_once_and_shared_again_after_a_checkpoint() {
         serde_json::to_value(&back.backends["b1"].volumes).unwrap(),
         serde_json::json!(["v1", "v2"])
     );
-    state.apply(10, &Event::volume("v1", VolumeEvent::Deleted));
+    state.apply(10, AT, &Event::volume("v1", VolumeEvent::Deleted));
     assert_eq!(
         state.backends["b1"].volumes.iter().collect::<Vec<_>>(),
         ["v2"]
@@ -221,7 +227,8 @@ fn an_old_format_checkpoint_is_refused() {
     assert!(State::decode(&bytes).unwrap_err().contains("state format"));
     // Formats 2 and 3 (one bincode stream, placements as strings), 4 (extras without the
     // managed flag), 5 (backends without the suspended flag) and 6 (volumes without the bound
-    // flag, backends without what the leader observed) are refused as well.
+    // flag, class, protocol and creation time; backends without what the leader observed) are
+    // refused as well.
     for format in [2, 3, 4, 5, 6] {
         bytes[1] = format;
         assert!(
@@ -243,9 +250,9 @@ fn suspension_is_folded_and_survives_a_checkpoint_and_a_rename() {
         config: "{}".into(),
         secrets: None,
     };
-    state.apply(1, &Event::backend("b1", added));
+    state.apply(1, AT, &Event::backend("b1", added));
     assert!(!state.backends["b1"].suspended, "a new backend is normal");
-    state.apply(2, &Event::backend("b1", BackendEvent::Suspended));
+    state.apply(2, AT, &Event::backend("b1", BackendEvent::Suspended));
     assert!(state.backends["b1"].suspended);
     // A config update or taking it offline does not lift the operator's suspension.
     let updated = BackendEvent::Updated {
@@ -253,19 +260,19 @@ fn suspension_is_folded_and_survives_a_checkpoint_and_a_rename() {
         config: "{\"x\":1}".into(),
         secrets: None,
     };
-    state.apply(3, &Event::backend("b1", updated));
-    state.apply(4, &Event::backend("b1", BackendEvent::Offlined));
+    state.apply(3, AT, &Event::backend("b1", updated));
+    state.apply(4, AT, &Event::backend("b1", BackendEvent::Offlined));
     assert!(state.backends["b1"].suspended);
     let decoded = State::decode(&state.encode()).unwrap();
     assert_eq!(decoded, state);
     assert!(decoded.backends["b1"].suspended, "kept by the checkpoint");
     let renamed = BackendEvent::Renamed { to: "b2".into() };
-    state.apply(5, &Event::backend("b1", renamed));
+    state.apply(5, AT, &Event::backend("b1", renamed));
     assert!(state.backends["b2"].suspended, "moved with the rename");
-    state.apply(6, &Event::backend("b2", BackendEvent::Resumed));
+    state.apply(6, AT, &Event::backend("b2", BackendEvent::Resumed));
     assert!(!state.backends["b2"].suspended);
     // About a backend the state does not know: ignored.
-    state.apply(7, &Event::backend("nope", BackendEvent::Suspended));
+    state.apply(7, AT, &Event::backend("nope", BackendEvent::Suspended));
     assert!(!state.backends.contains_key("nope"));
 }
 
@@ -285,7 +292,7 @@ fn a_binding_is_a_flag_that_survives_a_checkpoint_without_an_extra() {
         )
     };
     let (seq, ev) = bound(11);
-    state.apply(seq, &ev);
+    state.apply(seq, AT, &ev);
     let v = &state.volumes["v1"];
     assert!(v.bound());
     assert!(v.extra.is_none(), "the flag needs no extras");
@@ -294,7 +301,7 @@ fn a_binding_is_a_flag_that_survives_a_checkpoint_without_an_extra() {
     // A second binding changes nothing more.
     let once = state.clone();
     let (seq, ev) = bound(12);
-    state.apply(seq, &ev);
+    state.apply(seq, AT, &ev);
     state.head = once.head;
     assert_eq!(state, once);
     let back = State::decode(&state.encode()).unwrap();
@@ -304,6 +311,7 @@ fn a_binding_is_a_flag_that_survives_a_checkpoint_without_an_extra() {
     // About a volume the state does not know: ignored.
     state.apply(
         13,
+        AT,
         &Event::volume(
             "nope",
             VolumeEvent::Bound {
@@ -322,7 +330,7 @@ fn observed_backend(state: &mut State) {
         config: r#"{"storageDriverName":"fake","password":"<redacted>"}"#.into(),
         secrets: None,
     };
-    state.apply(1, &Event::backend("b1", added));
+    state.apply(1, AT, &Event::backend("b1", added));
     let pool = |name: &str| PoolInfo {
         name: name.into(),
         offers: BTreeMap::new(),
@@ -332,9 +340,10 @@ fn observed_backend(state: &mut State) {
         protocol: Protocol::File,
         pools: vec![pool("p1"), pool("p2")],
     };
-    state.apply(2, &Event::backend("b1", discovered));
+    state.apply(2, AT, &Event::backend("b1", discovered));
     state.apply(
         3,
+        AT,
         &observed(Health::Online, &[("p1", 10 << 30), ("p2", 5 << 30)]),
     );
 }
@@ -367,7 +376,7 @@ fn recorded_free_bytes_follow_the_volumes_created_resized_and_deleted_since() {
     let mut seq = 3;
     let mut apply = |state: &mut State, event: &Event| {
         seq += 1;
-        state.apply(seq, event);
+        state.apply(seq, AT, event);
     };
     for event in volume("v1", "p1").iter().chain(&volume("v2", "p2")) {
         apply(&mut state, event);
@@ -427,18 +436,18 @@ fn recorded_free_bytes_follow_the_volumes_created_resized_and_deleted_since() {
     let mut decoded = State::decode(&state.encode()).unwrap();
     assert_eq!(decoded, state);
     apply(&mut state, &Event::volume("v2", VolumeEvent::Deleted));
-    decoded.apply(seq, &Event::volume("v2", VolumeEvent::Deleted));
+    decoded.apply(seq, AT, &Event::volume("v2", VolumeEvent::Deleted));
     assert_eq!(decoded, state);
     assert_eq!(free(&state), gib(11, 5));
     // A new recording replaces the adjusted figures; an update forgets them.
-    state.apply(seq + 1, &observed(Health::Online, &[("p1", 1 << 30)]));
+    state.apply(seq + 1, AT, &observed(Health::Online, &[("p1", 1 << 30)]));
     assert_eq!(free(&state), vec![("p1".to_string(), 1 << 30)]);
     let updated = BackendEvent::Updated {
         driver: "fake".into(),
         config: "{}".into(),
         secrets: None,
     };
-    state.apply(seq + 2, &Event::backend("b1", updated));
+    state.apply(seq + 2, AT, &Event::backend("b1", updated));
     assert_eq!(state.backends["b1"].observed, None);
 }
 
@@ -461,10 +470,14 @@ fn an_unmanaged_volume_deleted_gives_no_bytes_back() {
     };
     for (managed, after) in [(false, gib(10, 5)), (true, gib(11, 5))] {
         let mut state = state.clone();
-        state.apply(4, &Event::volume("v1", VolumeEvent::Drift(import(managed))));
+        state.apply(
+            4,
+            AT,
+            &Event::volume("v1", VolumeEvent::Drift(import(managed))),
+        );
         assert_eq!(free(&state), gib(10, 5), "an import takes nothing");
-        state.apply(5, &Event::volume("v1", VolumeEvent::DeleteRequested));
-        state.apply(6, &Event::volume("v1", VolumeEvent::Deleted));
+        state.apply(5, AT, &Event::volume("v1", VolumeEvent::DeleteRequested));
+        state.apply(6, AT, &Event::volume("v1", VolumeEvent::Deleted));
         assert_eq!(free(&state), after, "managed: {managed}");
     }
 }
@@ -477,7 +490,7 @@ fn a_backend_view_shows_what_the_leader_recorded_where_it_does_not_run() {
         config: r#"{"storageDriverName":"fake"}"#.into(),
         secrets: None,
     };
-    state.apply(1, &Event::backend("b1", added));
+    state.apply(1, AT, &Event::backend("b1", added));
     let view = state.backend_view("b1", None).unwrap();
     assert_eq!(view.state, BackendState::Unrecorded);
     assert_eq!(view.state.reason(), Some(NOT_RECORDED));
@@ -503,12 +516,12 @@ fn a_backend_view_shows_what_the_leader_recorded_where_it_does_not_run() {
     let failed = Health::Failed {
         reason: "array unreachable".into(),
     };
-    state.apply(4, &observed(failed, &[]));
+    state.apply(4, AT, &observed(failed, &[]));
     let view = state.backend_view("b1", None).unwrap();
     assert_eq!(view.state, BackendState::Failed("array unreachable".into()));
     assert_eq!(view.pools[0].free_bytes, None);
-    state.apply(5, &Event::backend("b1", BackendEvent::Offlined));
-    state.apply(6, &observed(Health::Online, &[]));
+    state.apply(5, AT, &Event::backend("b1", BackendEvent::Offlined));
+    state.apply(6, AT, &observed(Health::Online, &[]));
     let view = state.backend_view("b1", None).unwrap();
     assert_eq!(
         view.state,
@@ -528,7 +541,7 @@ fn classes_match_pools_from_the_state_alone() {
         let body = format!(r#"{{"name":"{name}","storagePools":{{"b1":{pools}}}}}"#);
         let config = StorageClassConfig::from_json(body.as_bytes()).unwrap();
         let added = StorageClassEvent::Added { config };
-        state.apply(4 + seq as u64, &Event::class(name, added));
+        state.apply(4 + seq as u64, AT, &Event::class(name, added));
     }
     let view = state.backend_view("b1", None).unwrap();
     let classes: Vec<_> = view
@@ -543,7 +556,7 @@ fn classes_match_pools_from_the_state_alone() {
         BTreeMap::from([("b1".into(), vec!["p1".into()])])
     );
     // An offline backend's pools leave every class.
-    state.apply(6, &Event::backend("b1", BackendEvent::Offlined));
+    state.apply(6, AT, &Event::backend("b1", BackendEvent::Offlined));
     assert!(state.class_view("all").unwrap().pools.is_empty());
     assert!(state.classes_of_pools().is_empty());
 }
@@ -574,7 +587,7 @@ fn only_an_observation_that_says_something_new_is_to_be_recorded() {
     assert!(rec.observation_differs(&failed("array unreachable")));
     let mut state = state.clone();
     let ev = BackendEvent::Observed(Box::new(failed("array unreachable")));
-    state.apply(4, &Event::backend("b1", ev));
+    state.apply(4, AT, &Event::backend("b1", ev));
     let rec = &state.backends["b1"];
     assert!(
         !rec.observation_differs(&failed("array unreachable")),
@@ -601,4 +614,83 @@ fn only_an_observation_that_says_something_new_is_to_be_recorded() {
     let mut unrecorded = fresh.clone();
     unrecorded.backends.get_mut("b1").unwrap().observed = None;
     assert!(unrecorded.backends["b1"].observation_differs(&less_free));
+}
+
+#[test]
+fn class_protocol_and_creation_time_are_kept_in_the_record_and_survive_a_checkpoint() {
+    let mut state = State::default();
+    let requested = |name: &str, class: &str, protocol| {
+        Event::volume(
+            name,
+            VolumeEvent::Requested {
+                config: Box::new(VolumeConfig {
+                    name: name.into(),
+                    size: "1Gi".into(),
+                    storage_class: class.into(),
+                    protocol,
+                    ..Default::default()
+                }),
+                size_bytes: 1 << 30,
+            },
+        )
+    };
+    let created = |name: &str, protocol| {
+        Event::volume(
+            name,
+            VolumeEvent::Created {
+                pool: PoolRef::new("b1", "p1"),
+                internal_name: format!("trident-{name}"),
+                protocol,
+                access: Box::new(AccessInfo::default()),
+                secrets: None,
+                adopted: false,
+            },
+        )
+    };
+    state.apply(1, AT, &requested("v1", "gold", Protocol::Any));
+    state.apply(2, AT + 1, &requested("v2", "gold", Protocol::Block));
+    state.apply(3, AT + 2, &requested("v3", "", Protocol::File));
+    let v1 = &state.volumes["v1"];
+    assert_eq!(
+        (v1.class(), v1.protocol, v1.created_ms()),
+        ("gold", Protocol::Any, None)
+    );
+    // Created: the commit time of `VolumeCreated`, not of the request; the protocol chosen.
+    state.apply(4, AT + 10, &created("v1", Protocol::File));
+    state.apply(5, AT + 11, &created("v2", Protocol::Block));
+    let v1 = &state.volumes["v1"];
+    assert_eq!(v1.created_ms(), Some(AT + 10));
+    assert_eq!(v1.protocol, Protocol::File);
+    assert_eq!(v1.protocol, v1.config().protocol);
+    assert_eq!(v1.class(), v1.config().storage_class);
+    // An adoption recorded later keeps the first creation time.
+    state.apply(6, AT + 20, &created("v1", Protocol::File));
+    assert_eq!(state.volumes["v1"].created_ms(), Some(AT + 10));
+    // One class name shared by its volumes; none for an empty class.
+    let (a, b) = (&state.volumes["v1"].class, &state.volumes["v2"].class);
+    assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
+    assert!(state.volumes["v3"].class.is_none());
+    assert_eq!(state.volumes["v3"].class(), "");
+
+    let back = State::decode(&state.encode()).unwrap();
+    assert_eq!(back, state);
+    assert_eq!(back.volumes["v1"].created_ms(), Some(AT + 10));
+    assert_eq!(back.volumes["v2"].created_ms(), Some(AT + 11));
+    assert_eq!(back.volumes["v3"].created_ms(), None);
+    assert_eq!(back.volumes["v2"].protocol, Protocol::Block);
+    let (a, b) = (&back.volumes["v1"].class, &back.volumes["v2"].class);
+    assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()));
+    assert_eq!(back.interned.classes.len(), 1);
+
+    // A class whose volumes are gone is forgotten when the class goes.
+    let mut state = back;
+    for (seq, v) in [(7, "v1"), (8, "v2")] {
+        state.apply(seq, AT + 30, &Event::volume(v, VolumeEvent::Deleted));
+    }
+    state.apply(
+        9,
+        AT + 31,
+        &Event::class("gold", StorageClassEvent::Deleted),
+    );
+    assert!(state.interned.classes.is_empty());
 }

@@ -74,7 +74,7 @@ fn every_frozen_log_replays_to_its_recorded_state() {
             let env = env.unwrap();
             let event = storch::events::decode(env.schema, &env.payload)
                 .unwrap_or_else(|e| panic!("{}: seq {}: {e}", dir.display(), env.seq));
-            state.apply(env.seq, &event);
+            state.apply(env.seq, env.time_ms, &event);
         }
         let expected: Value =
             serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
@@ -346,6 +346,7 @@ async fn generate_fixture_0001() {
         frames.extend_from_slice(&raw);
         state.apply(
             env.seq,
+            env.time_ms,
             &storch::events::decode(env.schema, &env.payload).unwrap(),
         );
     }

@@ -166,7 +166,7 @@ fn replay_until(dir: &std::path::Path, last: u64) -> State {
             break;
         }
         let ev = storch::events::decode(env.schema, &env.payload).unwrap();
-        state.apply(env.seq, &ev);
+        state.apply(env.seq, env.time_ms, &ev);
     }
     state
 }

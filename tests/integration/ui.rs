@@ -424,6 +424,34 @@ async fn the_dashboard_in_a_real_browser() {
         .await,
         json!("ascending")
     );
+    // The created column, sorted by a click: each row shows the commit time the API gives.
+    b.click("#volume-table th:nth-child(8) button.sort").await;
+    let by_created = api.get("/storch/v1/volumes?sort=created").await;
+    let expected: Vec<Value> = by_created["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| match v["created"].as_str() {
+            Some(t) => json!([v["name"], t, t.replace('T', " ").replace('Z', "")]),
+            None => json!([v["name"], null, "—"]),
+        })
+        .collect();
+    assert_eq!(expected.len(), 50);
+    assert!(expected.iter().all(|e| !e[1].is_null()), "{expected:?}");
+    eventually("sorted by created", async || {
+        let shown = b
+            .eval(
+                "return [...document.querySelectorAll('#volume-table tbody tr')].map(r => {
+                   const cell = r.querySelector('td[data-label=Created]');
+                   const t = cell.querySelector('time');
+                   return [r.dataset.volume, t ? t.getAttribute('datetime') : null, cell.textContent];
+                 });",
+                json!([]),
+            )
+            .await;
+        shown == Value::Array(expected.clone())
+    })
+    .await;
     no_console_errors(&b, "volumes").await;
     b.screenshot(&shots.join("volumes.png")).await;
 
@@ -669,6 +697,22 @@ async fn the_dashboard_reads_agree_with_the_log_and_need_the_token() {
     let detail = api.get("/storch/v1/volumes/v1").await["volume"].clone();
     assert_eq!(detail["snapshots"][0]["name"], "s");
     assert_eq!(detail["sizeBytes"], 1u64 << 30);
+    // Created: the commit time of its `VolumeCreated`, in the page and its table row.
+    let created = history("v1")
+        .await
+        .0
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "VolumeCreated")
+        .map(|e| e["time"].clone())
+        .unwrap();
+    assert_eq!(detail["created"], created);
+    let row = api.get("/storch/v1/volumes?name=v1").await["volumes"][0].clone();
+    assert_eq!(
+        (row["name"].clone(), row["created"].clone()),
+        (json!("v1"), created)
+    );
 
     // the table
     let page = api.get("/storch/v1/volumes?sort=-name&limit=2").await;

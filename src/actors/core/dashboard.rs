@@ -6,19 +6,15 @@
 //! - [`Core::volume_table`]: a filtered, sorted page of the volume table.
 //! - [`Core::volume_detail`]: one volume with its placement plan, attempts, snapshots, clones.
 //! - [`Core::class_overview`]: every class with its explanation and how its volumes spread.
-//! - [`Core::history`]: one object's events, found through a [`StreamIndex`] instead of a
-//!   walk of the whole log.
 //! - [`Core::verify_log`]: the hash chain walked end to end.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
 
 use super::Core;
 use crate::actors::error::CoreError;
-use crate::actors::{EventFilter, EventRecord};
 use crate::log::VerifyReport;
-use crate::model::Protocol;
+use crate::model::{PoolRef, Protocol};
 use crate::projections::{
     BackendState, BackendView, Explanation, SnapshotView, State, VolumeRecord, VolumeState,
     VolumeView,
@@ -91,10 +87,11 @@ pub enum VolumeColumn {
     Size,
     State,
     Protocol,
+    Created,
 }
 
 impl VolumeColumn {
-    pub const ALL: [(&'static str, VolumeColumn); 7] = [
+    pub const ALL: [(&'static str, VolumeColumn); 8] = [
         ("name", VolumeColumn::Name),
         ("class", VolumeColumn::Class),
         ("backend", VolumeColumn::Backend),
@@ -102,15 +99,11 @@ impl VolumeColumn {
         ("size", VolumeColumn::Size),
         ("state", VolumeColumn::State),
         ("protocol", VolumeColumn::Protocol),
+        ("created", VolumeColumn::Created),
     ];
 
     pub fn parse(s: &str) -> Option<VolumeColumn> {
         Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, c)| *c)
-    }
-
-    /// Whether sorting by it needs the volume's config decoded.
-    fn needs_config(self) -> bool {
-        matches!(self, VolumeColumn::Class | VolumeColumn::Protocol)
     }
 }
 
@@ -131,12 +124,6 @@ pub struct VolumeQuery {
     pub limit: usize,
 }
 
-impl VolumeQuery {
-    fn needs_config(&self) -> bool {
-        self.class.is_some() || self.protocol.is_some() || self.sort.needs_config()
-    }
-}
-
 /// One row of the volume table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeRow {
@@ -148,6 +135,8 @@ pub struct VolumeRow {
     pub state: VolumeState,
     pub protocol: Protocol,
     pub clone_of: String,
+    /// Unix milliseconds of the commit that recorded it created; `None` while creating.
+    pub created_ms: Option<u64>,
 }
 
 /// A page of the volume table.
@@ -173,6 +162,8 @@ pub struct Attempt {
 pub struct VolumeDetail {
     pub view: VolumeView,
     pub size_bytes: u64,
+    /// Unix milliseconds of the commit that recorded it created; `None` while creating.
+    pub created_ms: Option<u64>,
     /// The placement plan still to try, in order (empty once the outcome is known).
     pub candidates: Vec<(String, String)>,
     /// Candidates tried and failed during the placement under way.
@@ -207,74 +198,36 @@ pub struct ClassOverview {
 /// A class's created volumes by (backend, pool) as (count, bytes), and its unplaced volumes.
 type ClassSpread = (BTreeMap<(String, String), (u64, u64)>, u64);
 
-/// Which sequences each stream (`volume/NAME`, …) has in the log: built from the log on
-/// first use, then brought up to date from the records appended since, on each use. Eight
-/// bytes per event; kept by whoever serves the volume pages (the REST server).
-#[derive(Debug, Default)]
-pub struct StreamIndex(Mutex<IndexState>);
-
-#[derive(Debug, Default)]
-struct IndexState {
-    /// The last sequence indexed.
-    through: u64,
-    streams: HashMap<Box<str>, Vec<u64>>,
+/// Every class's [`ClassSpread`], by class name, in one pass that copies no string per
+/// volume: counted by the interned class and pool first, named after.
+fn class_spread(s: &State) -> HashMap<String, ClassSpread> {
+    // class → (pool → (volumes, bytes), unplaced)
+    type Counts<'s> = HashMap<&'s str, (HashMap<&'s PoolRef, (u64, u64)>, u64)>;
+    let mut counts: Counts<'_> = HashMap::new();
+    for v in s.volumes.values() {
+        let entry = counts.entry(v.class()).or_default();
+        match v.placement() {
+            Some(p) if v.state != VolumeState::Creating => {
+                let cell = entry.0.entry(p).or_default();
+                cell.0 += 1;
+                cell.1 += v.size_bytes;
+            }
+            _ => entry.1 += 1,
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(class, (pools, unplaced))| {
+            let pools = pools
+                .into_iter()
+                .map(|(p, cell)| ((p.backend.clone(), p.pool.clone()), cell))
+                .collect();
+            (class.to_string(), (pools, unplaced))
+        })
+        .collect()
 }
 
 impl Core {
-    /// Every event of `object` (`volume/NAME`, `backend/NAME`, `storageclass/NAME`), oldest
-    /// first, as [`Core::events`] with that object would list them, read through `index`.
-    pub async fn history(
-        &self,
-        index: &Arc<StreamIndex>,
-        object: &str,
-    ) -> Result<Vec<EventRecord>, CoreError> {
-        EventFilter {
-            object: Some(object.to_string()),
-            ..EventFilter::default()
-        }
-        .validate()?;
-        self.shared.ensure_readable()?;
-        let log = self.shared.log().ok_or(CoreError::NotReady)?;
-        let index = index.clone();
-        let object = object.to_string();
-        let internal = |e: crate::log::LogError| CoreError::Internal(e.to_string());
-        tokio::task::spawn_blocking(move || {
-            let seqs = {
-                let mut st = index.0.lock().unwrap_or_else(|e| e.into_inner());
-                // A log cut back (a standby's divergence) invalidates what was indexed.
-                if log.head().0 < st.through {
-                    *st = IndexState::default();
-                }
-                for env in log.read_from(st.through + 1) {
-                    let env = env.map_err(internal)?;
-                    st.through = env.seq;
-                    match st.streams.get_mut(env.stream.as_str()) {
-                        Some(seqs) => seqs.push(env.seq),
-                        None => {
-                            st.streams
-                                .insert(env.stream.into_boxed_str(), vec![env.seq]);
-                        }
-                    }
-                }
-                st.streams.get(object.as_str()).cloned().unwrap_or_default()
-            };
-            let mut out = Vec::with_capacity(seqs.len());
-            for seq in seqs {
-                match log.read_from(seq).next() {
-                    Some(Ok(env)) if env.seq == seq && env.stream == object => {
-                        out.push(EventRecord::from_envelope(&env)?)
-                    }
-                    Some(Err(e)) => return Err(internal(e)),
-                    // cut back meanwhile
-                    _ => {}
-                }
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| CoreError::Internal(e.to_string()))?
-    }
-
     /// The overview page: every backend with its pools' usage, totals and alerts.
     pub fn overview(&self) -> Result<Overview, CoreError> {
         self.shared.ensure_readable()?;
@@ -312,7 +265,7 @@ impl Core {
         Ok(self.shared.projection.read(|s| table(s, query)))
     }
 
-    /// The volume page's data (its history comes from [`Core::events`]).
+    /// The volume page's data (its history comes from [`Core::events`] by object).
     pub fn volume_detail(&self, name: &str) -> Result<VolumeDetail, CoreError> {
         self.shared.ensure_readable()?;
         self.shared
@@ -332,6 +285,7 @@ impl Core {
                 Some(VolumeDetail {
                     view,
                     size_bytes: rec.size_bytes,
+                    created_ms: rec.created_ms(),
                     candidates: rec
                         .candidates()
                         .iter()
@@ -362,24 +316,7 @@ impl Core {
             .projection
             .read(|s| s.classes.clone())
             .into_iter();
-        let mut spread: BTreeMap<String, ClassSpread> = BTreeMap::new();
-        self.shared.projection.read(|s| {
-            for v in s.volumes.values() {
-                let class = v.config().storage_class;
-                let entry = spread.entry(class).or_default();
-                match v.placement() {
-                    Some(p) if v.state != VolumeState::Creating => {
-                        let cell = entry
-                            .0
-                            .entry((p.backend.clone(), p.pool.clone()))
-                            .or_default();
-                        cell.0 += 1;
-                        cell.1 += v.size_bytes;
-                    }
-                    _ => entry.1 += 1,
-                }
-            }
-        });
+        let mut spread = self.shared.projection.read(class_spread);
         let mut out = Vec::new();
         for (name, config) in classes {
             let explanation = match self.explain(&name, Protocol::Any, None) {
@@ -530,64 +467,39 @@ fn note(alert: &mut (u64, Vec<String>), name: &str) {
     }
 }
 
-/// One volume as the table sees it while filtering and sorting; the config is decoded only
-/// when a filter or the order needs it.
-struct Candidate<'a> {
-    name: &'a str,
-    rec: &'a VolumeRecord,
-    class: String,
-    protocol: Protocol,
-}
-
 fn table(s: &State, q: &VolumeQuery) -> VolumePage {
-    let decode = q.needs_config();
-    let mut hits: Vec<Candidate<'_>> = Vec::new();
-    for (name, rec) in s.volumes.iter() {
-        if q.name.as_deref().is_some_and(|n| !name.contains(n))
-            || q.backend.as_deref().is_some_and(|b| rec.backend() != b)
-            || q.pool.as_deref().is_some_and(|p| rec.pool() != p)
-            || q.state.is_some_and(|st| rec.state != st)
-        {
-            continue;
-        }
-        let mut c = Candidate {
-            name,
-            rec,
-            class: String::new(),
-            protocol: Protocol::Any,
-        };
-        if decode {
-            let config = rec.config();
-            if q.class
-                .as_deref()
-                .is_some_and(|k| config.storage_class != k)
-                || q.protocol.is_some_and(|p| config.protocol != p)
-            {
-                continue;
-            }
-            c.class = config.storage_class;
-            c.protocol = config.protocol;
-        }
-        hits.push(c);
-    }
+    // Every filter and order reads the record's plain fields: no config is decoded but the
+    // page's own rows'.
+    let mut hits: Vec<(&str, &VolumeRecord)> = s
+        .volumes
+        .iter()
+        .filter(|(name, rec)| {
+            q.name.as_deref().is_none_or(|n| name.contains(n))
+                && q.class.as_deref().is_none_or(|c| rec.class() == c)
+                && q.backend.as_deref().is_none_or(|b| rec.backend() == b)
+                && q.pool.as_deref().is_none_or(|p| rec.pool() == p)
+                && q.state.is_none_or(|st| rec.state == st)
+                && q.protocol.is_none_or(|p| rec.protocol == p)
+        })
+        .collect();
     let matched = hits.len();
-    let order = |a: &Candidate<'_>, b: &Candidate<'_>| -> Ordering {
+    let order = |(a_name, a): &(&str, &VolumeRecord), (b_name, b): &(&str, &VolumeRecord)| {
         let by = match q.sort {
             VolumeColumn::Name => Ordering::Equal,
-            VolumeColumn::Class => a.class.cmp(&b.class),
-            VolumeColumn::Backend => a.rec.backend().cmp(b.rec.backend()),
-            VolumeColumn::Pool => {
-                (a.rec.pool(), a.rec.backend()).cmp(&(b.rec.pool(), b.rec.backend()))
-            }
-            VolumeColumn::Size => a.rec.size_bytes.cmp(&b.rec.size_bytes),
-            VolumeColumn::State => a.rec.state.as_str().cmp(b.rec.state.as_str()),
+            VolumeColumn::Class => a.class().cmp(b.class()),
+            VolumeColumn::Backend => a.backend().cmp(b.backend()),
+            VolumeColumn::Pool => (a.pool(), a.backend()).cmp(&(b.pool(), b.backend())),
+            VolumeColumn::Size => a.size_bytes.cmp(&b.size_bytes),
+            VolumeColumn::State => a.state.as_str().cmp(b.state.as_str()),
             VolumeColumn::Protocol => a.protocol.as_str().cmp(b.protocol.as_str()),
+            // Not yet created (none) sorts first.
+            VolumeColumn::Created => a.created_ms().cmp(&b.created_ms()),
         };
         let by = if q.descending { by.reverse() } else { by };
         // Names break ties, in the same direction, so every order is total and stable
         // across pages.
         by.then_with(|| {
-            let n = a.name.cmp(b.name);
+            let n = a_name.cmp(b_name);
             if q.descending { n.reverse() } else { n }
         })
     };
@@ -602,18 +514,16 @@ fn table(s: &State, q: &VolumeQuery) -> VolumePage {
         }
         hits.sort_unstable_by(order);
         hits.drain(q.offset..end)
-            .map(|c| {
-                let config = c.rec.config();
-                VolumeRow {
-                    name: c.name.to_string(),
-                    class: config.storage_class,
-                    backend: c.rec.backend().to_string(),
-                    pool: c.rec.pool().to_string(),
-                    size_bytes: c.rec.size_bytes,
-                    state: c.rec.state,
-                    protocol: config.protocol,
-                    clone_of: config.clone_source_volume,
-                }
+            .map(|(name, rec)| VolumeRow {
+                name: name.to_string(),
+                class: rec.class().to_string(),
+                backend: rec.backend().to_string(),
+                pool: rec.pool().to_string(),
+                size_bytes: rec.size_bytes,
+                state: rec.state,
+                protocol: rec.protocol,
+                clone_of: rec.config().clone_source_volume,
+                created_ms: rec.created_ms(),
             })
             .collect()
     };
@@ -638,7 +548,8 @@ mod tests {
         let mut seq = 0;
         let mut apply = |s: &mut State, e: Event| {
             seq += 1;
-            s.apply(seq, &e);
+            // Committed a second apart.
+            s.apply(seq, seq * 1000, &e);
         };
         for &(name, class, pool, gib, protocol, created) in volumes {
             let config = VolumeConfig {
@@ -768,6 +679,42 @@ mod tests {
             by(VolumeColumn::Name, true),
             ["d-new", "c-vol", "b-vol", "a-vol"]
         );
+        // In the order they were created; the one still creating has no time and sorts first.
+        assert_eq!(
+            by(VolumeColumn::Created, false),
+            ["d-new", "c-vol", "a-vol", "b-vol"]
+        );
+        assert_eq!(
+            by(VolumeColumn::Created, true),
+            ["b-vol", "a-vol", "c-vol", "d-new"]
+        );
+    }
+
+    #[test]
+    fn a_row_shows_when_its_volume_was_created_as_the_fold_recorded_it() {
+        let s = sample();
+        let page = table(&s, &query(|_| {}));
+        let created: Vec<(&str, Option<u64>)> = page
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.created_ms))
+            .collect();
+        // Three events per created volume, a second apart: c-vol's `VolumeCreated` is the
+        // third, a-vol's the sixth, b-vol's the ninth.
+        assert_eq!(
+            created,
+            [
+                ("a-vol", Some(6000)),
+                ("b-vol", Some(9000)),
+                ("c-vol", Some(3000)),
+                ("d-new", None),
+            ]
+        );
+        assert_eq!(
+            created[0].1,
+            s.volumes["a-vol"].created_ms(),
+            "the record's time"
+        );
     }
 
     #[test]
@@ -808,6 +755,23 @@ mod tests {
     }
 
     #[test]
+    fn the_class_spread_counts_placed_volumes_per_pool_and_creating_ones_apart() {
+        let spread = class_spread(&sample());
+        let gold = &spread["gold"];
+        assert_eq!(
+            gold.0.iter().collect::<Vec<_>>(),
+            [(&("b".to_string(), "p1".to_string()), &(2, 5 << 30))]
+        );
+        assert_eq!(gold.1, 1, "d-new is still creating");
+        let bronze = &spread["bronze"];
+        assert_eq!(
+            bronze.0.iter().collect::<Vec<_>>(),
+            [(&("b".to_string(), "p2".to_string()), &(1, 1 << 30))]
+        );
+        assert_eq!((bronze.1, spread.len()), (0, 2));
+    }
+
+    #[test]
     fn a_large_table_pages_the_same_as_a_full_sort() {
         let volumes: Vec<(String, u64)> = (0..500u64)
             .map(|i| (format!("v{:03}", (i * 7919) % 500), i % 13))
@@ -843,6 +807,7 @@ mod tests {
         let seq = s.head;
         s.apply(
             seq + 1,
+            (seq + 1) * 1000,
             &Event::volume("b-vol", VolumeEvent::DeleteRequested),
         );
         let pool = |name: &str| PoolView {

@@ -74,11 +74,7 @@ pub(crate) async fn list(
         }
         _ => None,
     };
-    let events = records
-        .into_iter()
-        .map(EventExternal::from_record)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| call.fail(ErrorKind::Encode(e.to_string())))?;
+    let events = call.events(records)?;
     call.reply(StatusCode::OK, &EventListResponse { events, next })
 }
 

@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::actors::{CoreError, RequestCtx};
+use crate::actors::{CoreError, EventRecord, RequestCtx};
 
 use super::dto::VersionResponse;
 use super::error::{ApiError, ErrorKind, Op};
@@ -143,6 +143,18 @@ impl Call {
     }
 
     /// A JSON answer.
+    /// Events as the API shows them (a summary each).
+    pub(crate) fn events(
+        &self,
+        records: Vec<EventRecord>,
+    ) -> Result<Vec<super::dto::EventExternal>, ApiError> {
+        records
+            .into_iter()
+            .map(super::dto::EventExternal::from_record)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.fail(ErrorKind::Encode(e.to_string())))
+    }
+
     pub(crate) fn reply<T: Serialize>(
         &self,
         status: StatusCode,

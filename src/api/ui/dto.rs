@@ -11,7 +11,7 @@ use crate::actors::dashboard::{
     Alert, BackendOverview, ClassOverview, Overview, Spread, VolumeDetail, VolumePage, VolumeRow,
 };
 use crate::api::dto::{
-    EventExternal, ExplanationExternal, PoolExternal, SnapshotExternal, VolumeExternal,
+    EventExternal, ExplanationExternal, PoolExternal, SnapshotExternal, VolumeExternal, rfc3339_ms,
 };
 use crate::log::VerifyReport;
 use crate::model::StorageClassConfig;
@@ -130,6 +130,9 @@ pub struct VolumeRowExternal {
     /// The source volume of a clone.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub clone_of: String,
+    /// When its creation (or import) was committed (RFC 3339, UTC, milliseconds); `null`
+    /// while it is being created.
+    pub created: Option<String>,
 }
 
 /// `GET /storch/v1/volumes/{volume}`.
@@ -145,6 +148,9 @@ pub struct VolumeDetailExternal {
     #[serde(flatten)]
     pub volume: VolumeExternal,
     pub size_bytes: u64,
+    /// When its creation (or import) was committed (RFC 3339, UTC, milliseconds); `null`
+    /// while it is being created.
+    pub created: Option<String>,
     /// While creating: the pools still to try, in order.
     pub candidates: Vec<PoolName>,
     /// While creating: the pools tried and why each failed.
@@ -312,6 +318,7 @@ impl From<VolumeRow> for VolumeRowExternal {
             state: r.state.as_str().to_string(),
             protocol: r.protocol.as_str().to_string(),
             clone_of: r.clone_of,
+            created: r.created_ms.map(rfc3339_ms),
         }
     }
 }
@@ -333,6 +340,7 @@ impl From<VolumeDetail> for VolumeDetailExternal {
         VolumeDetailExternal {
             volume: d.view.into(),
             size_bytes: d.size_bytes,
+            created: d.created_ms.map(rfc3339_ms),
             candidates: d
                 .candidates
                 .into_iter()

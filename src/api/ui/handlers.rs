@@ -11,10 +11,9 @@ use super::dto::{
     ClassOverviewExternal, ClassOverviewResponse, OverviewResponse, VerifyResponse,
     VolumeDetailResponse, VolumeTableResponse,
 };
-use crate::actors::Core;
-use crate::api::AppState;
-use crate::api::dto::{ErrorResponse, EventExternal};
-use crate::api::error::{ApiError, ErrorKind, Op};
+use crate::actors::{Core, CoreError, EventFilter};
+use crate::api::dto::ErrorResponse;
+use crate::api::error::{ApiError, Op};
 use crate::api::handlers::{Call, ReqCtx};
 
 /// `GET /storch/v1/overview`: backends (state, last error, pools with capacity, attributes
@@ -29,14 +28,9 @@ use crate::api::handlers::{Call, ReqCtx};
     ),
 )]
 pub(crate) async fn overview(State(core): State<Core>, ctx: ReqCtx) -> Result<Response, ApiError> {
-    let call = Call::new(Op::UiOverview, ctx);
-    let overview = call.core(core.overview())?;
-    call.reply(
-        StatusCode::OK,
-        &OverviewResponse {
-            overview: overview.into(),
-        },
-    )
+    answer(Op::UiOverview, ctx, core.overview(), |o| OverviewResponse {
+        overview: o.into(),
+    })
 }
 
 /// `GET /storch/v1/volumes`: one page of the volume table, filtered and sorted.
@@ -51,7 +45,7 @@ pub(crate) async fn overview(State(core): State<Core>, ctx: ReqCtx) -> Result<Re
         ("pool" = Option<String>, Query, description = "Only this pool"),
         ("state" = Option<String>, Query, description = "`creating`, `online`, `deleting` or `missing`"),
         ("protocol" = Option<String>, Query, description = "`file` or `block`"),
-        ("sort" = Option<String>, Query, description = "`name` (default), `class`, `backend`, `pool`, `size`, `state` or `protocol`; `-` before it for descending"),
+        ("sort" = Option<String>, Query, description = "`name` (default), `class`, `backend`, `pool`, `size`, `state`, `protocol` or `created` (not yet created first); `-` before it for descending"),
         ("offset" = Option<usize>, Query, description = "Rows to skip (default 0)"),
         ("limit" = Option<usize>, Query, description = "Rows in the page, 1 to 1000 (default 50)"),
     ),
@@ -89,25 +83,22 @@ pub(crate) async fn volumes(
     ),
 )]
 pub(crate) async fn volume(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     ctx: ReqCtx,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let call = Call::new(Op::UiVolume, ctx);
     let name = call.path_name("volume name", path)?;
-    let core = &state.core;
     let detail = call.core(core.volume_detail(&name))?;
     let history = call.core(
-        core.history(&state.history, &format!("volume/{name}"))
-            .await,
+        core.events(EventFilter {
+            object: Some(format!("volume/{name}")),
+            ..EventFilter::default()
+        })
+        .await,
     )?;
-    let history = history
-        .into_iter()
-        .map(EventExternal::from_record)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| call.fail(ErrorKind::Encode(e.to_string())))?;
     let mut volume: VolumeDetailExternal = detail.into();
-    volume.history = history;
+    volume.history = call.events(history)?;
     call.reply(StatusCode::OK, &VolumeDetailResponse { volume })
 }
 
@@ -126,17 +117,11 @@ pub(crate) async fn storage_classes(
     State(core): State<Core>,
     ctx: ReqCtx,
 ) -> Result<Response, ApiError> {
-    let call = Call::new(Op::UiStorageClasses, ctx);
-    let classes = call.core(core.class_overview())?;
-    call.reply(
-        StatusCode::OK,
-        &ClassOverviewResponse {
-            storage_classes: classes
-                .into_iter()
-                .map(ClassOverviewExternal::from)
-                .collect(),
-        },
-    )
+    answer(Op::UiStorageClasses, ctx, core.class_overview(), |c| {
+        ClassOverviewResponse {
+            storage_classes: c.into_iter().map(ClassOverviewExternal::from).collect(),
+        }
+    })
 }
 
 /// `GET /storch/v1/log/verify`: walks the event log's hash chain from the first record.
@@ -153,12 +138,21 @@ pub(crate) async fn verify_log(
     State(core): State<Core>,
     ctx: ReqCtx,
 ) -> Result<Response, ApiError> {
-    let call = Call::new(Op::UiVerifyLog, ctx);
-    let report = call.core(core.verify_log().await)?;
-    call.reply(
-        StatusCode::OK,
-        &VerifyResponse {
-            verification: report.into(),
-        },
-    )
+    answer(Op::UiVerifyLog, ctx, core.verify_log().await, |r| {
+        VerifyResponse {
+            verification: r.into(),
+        }
+    })
+}
+
+/// The answer of a read without input: its result in its response shape (200), or its error.
+fn answer<T, B: serde::Serialize>(
+    op: Op,
+    ctx: ReqCtx,
+    read: Result<T, CoreError>,
+    shape: impl FnOnce(T) -> B,
+) -> Result<Response, ApiError> {
+    let call = Call::new(op, ctx);
+    let value = call.core(read)?;
+    call.reply(StatusCode::OK, &shape(value))
 }

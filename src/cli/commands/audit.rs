@@ -266,7 +266,7 @@ pub fn replay(args: &ReplayArgs, format: OutputFormat) -> CliResult<()> {
         if !until.includes(&env) {
             break;
         }
-        state.apply(env.seq, &event);
+        state.apply(env.seq, env.time_ms, &event);
         last_time = Some(env.time_ms);
     }
     drop(events);

@@ -279,7 +279,7 @@ async function classes() {
 // ---------------------------------------------------------------------------------------
 // Volumes
 
-const COLUMNS = [["name", "Name"], ["class", "Class"], ["backend", "Backend"], ["pool", "Pool"], ["size", "Size"], ["state", "State"], ["protocol", "Protocol"]];
+const COLUMNS = [["name", "Name"], ["class", "Class"], ["backend", "Backend"], ["pool", "Pool"], ["size", "Size"], ["state", "State"], ["protocol", "Protocol"], ["created", "Created"]];
 const FILTERS = ["name", "class", "backend", "pool", "state", "protocol"];
 
 function volumesHash(params) {
@@ -336,7 +336,8 @@ async function volumes(_arg, params) {
     h("td", { "data-label": "Pool" }, v.pool || "—"),
     h("td", { "data-label": "Size", class: "num" }, bytes(v.sizeBytes)),
     h("td", { "data-label": "State" }, stateBadge(v.state)),
-    h("td", { "data-label": "Protocol" }, v.protocol || "—")));
+    h("td", { "data-label": "Protocol" }, v.protocol || "—"),
+    h("td", { "data-label": "Created" }, v.created ? when(v.created) : "—")));
   const first = table.matched ? offset + 1 : 0;
   const last = offset + table.volumes.length;
   const pager = h("nav", { class: "pager", "aria-label": "Pages of volumes" },
@@ -377,7 +378,7 @@ async function volumePage(name) {
       fact("Size", bytes(v.sizeBytes) + " (" + c.size + ")"),
       fact("Protocol", c.protocol),
       fact("Internal name", c.internalName),
-      fact("Created", created ? created.time : "not yet"),
+      fact("Created", v.created ? when(v.created) : "not yet"),
       c.cloneSourceVolume ? fact("Clone of", volumeLink(c.cloneSourceVolume)) : [],
       v.lastError ? fact("Last error", v.lastError) : [],
       v.deleteAttempts ? fact("Failed deletes", v.deleteAttempts) : [],
@@ -405,10 +406,15 @@ async function volumePage(name) {
 function eventItem(e) {
   return h("li", { "data-seq": e.seq },
     h("span", { class: "seq" }, "#" + e.seq),
-    h("time", { class: "time", datetime: e.time }, e.time.replace("T", " ").replace("Z", "")),
+    when(e.time),
     h("span", { class: "kind" }, e.kind),
     h("span", { class: "summary" }, e.summary),
     h("span", { class: "rid" }, e.stream + " · request " + e.requestId));
+}
+
+/** A commit time (RFC 3339 from the API) as the pages show it, with the exact value kept. */
+function when(t) {
+  return h("time", { class: "time", datetime: t }, t.replace("T", " ").replace("Z", ""));
 }
 
 function timeline(list, id) {
