@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::audit::Sink;
 use super::replay::{checkpoint, replay_log};
-use super::shared::{Readiness, Shared, write};
+use super::shared::{Readiness, Shared, read, write};
 use crate::log::{CommitSink, EventLog};
 use crate::projections::State;
 use crate::replication::{Node, ReplicationError};
@@ -154,6 +154,11 @@ async fn catch_up(
                 start_from_checkpoint(shared, log, node, replayed).await?;
             }
             Err(e @ ReplicationError::Etcd(_)) => return Err(Some(e)),
+            // Nothing was written: not a standby until space is freed, then it goes on.
+            Err(e @ ReplicationError::DiskFull(_)) => {
+                *write(&shared.readiness) = Readiness::Failed(e.to_string());
+                return Err(Some(e));
+            }
             Err(e) => {
                 *write(&shared.readiness) =
                     Readiness::Failed(format!("event log replication from etcd failed: {e}"));
@@ -204,12 +209,20 @@ pub(super) async fn follow_until_elected(
                         node.resign().await;
                     }
                 },
-                Ok(Err(holder)) => set_standby(shared, &holder),
+                // While short of space, readiness keeps saying so.
+                Ok(Err(holder)) if log.disk_full().is_none() => set_standby(shared, &holder),
+                Ok(Err(_)) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot reach etcd to campaign"),
             }
         }
         match catch_up(shared, log, node, true).await {
-            Ok(_) => {}
+            Ok(_) => {
+                if matches!(*read(&shared.readiness), Readiness::Failed(_)) {
+                    // Caught up again after its disk was freed.
+                    let holder = node.leader().await.ok().flatten();
+                    set_standby(shared, holder.as_deref().unwrap_or("unknown"));
+                }
+            }
             Err(None) => return false,
             Err(Some(e)) => tracing::warn!(error = %e, "cannot follow the leader through etcd"),
         }

@@ -103,6 +103,10 @@ pub enum ReplicationError {
     Diverged { keep: u64 },
     #[error("{0}")]
     Log(String),
+    /// The local log's disk is below its reserve of free space: nothing was written, and the
+    /// same pull succeeds once space is freed.
+    #[error("{0}")]
+    DiskFull(String),
     /// etcd no longer holds the records after the local log's head (or contradicts it where
     /// it could only be checked against the checkpoint at `seq`): start from that checkpoint.
     #[error("etcd's history starts from its checkpoint at sequence {seq}, after this log")]
@@ -114,6 +118,9 @@ pub enum ReplicationError {
 
 impl From<LogError> for ReplicationError {
     fn from(e: LogError) -> Self {
+        if let LogError::DiskFull { .. } = e {
+            return ReplicationError::DiskFull(e.to_string());
+        }
         ReplicationError::Log(e.to_string())
     }
 }

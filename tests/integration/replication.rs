@@ -988,6 +988,53 @@ async fn a_leader_whose_log_takes_no_writes_steps_down(
     b.shutdown().await;
 }
 
+/// A standby whose log's disk falls below its reserve copies nothing (readiness says why),
+/// and once space is freed it copies what it missed and follows again, without a restart.
+#[tokio::test]
+async fn a_standby_whose_disk_fills_up_follows_again_once_space_is_freed() {
+    let _heavy = crate::support::heavy();
+    let etcd = Etcd::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let a = set_up_leader(&etcd, &tmp.path().join("a")).await;
+    let ctx = RequestCtx::new("t");
+    add_volume(&a.core(), &ctx, volume("before")).await.unwrap();
+    let b = start_replicated(&tmp.path().join("b"), node(&etcd, "b")).await;
+    wait_standby_of(&b, "a").await;
+
+    let free = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = free.clone();
+    b.core()
+        .set_log_free_bytes_for_tests(move || seen.load(std::sync::atomic::Ordering::SeqCst));
+    // The leader acknowledges without the standby: its own disk is fine.
+    add_volume(&a.core(), &ctx, volume("while-full"))
+        .await
+        .unwrap();
+    wait_readiness(
+        "b to say its disk is full",
+        &b,
+        |r| matches!(r, Readiness::Failed(why) if why.contains("disk is full")),
+    )
+    .await;
+    assert!(
+        b.core().get_volume("while-full").is_err(),
+        "nothing copied while short of space"
+    );
+
+    free.store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    wait_standby_of(&b, "a").await;
+    eventually("b to copy what it missed", async || {
+        b.core().get_volume("while-full").is_ok()
+    })
+    .await;
+    add_volume(&a.core(), &ctx, volume("after")).await.unwrap();
+    eventually("b to follow again", async || {
+        b.core().get_volume("after").is_ok()
+    })
+    .await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 /// The REST reads a standby answers from what the leader recorded of its backends: every
 /// backend, the backend list, every class and the class list, and explain (with a size).
 const RECORDED_READS: &[&str] = &[

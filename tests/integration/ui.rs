@@ -598,7 +598,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert_eq!(
         b.text("[data-alert]").await.unwrap(),
         "Nothing needs attention.",
-        "a standby's backends are not failed, only run elsewhere"
+        "a standby alerts on what the leader recorded: no backend failed there"
     );
     b.console().await; // the prompt's refused calls
     open(&b, &standby.url, "#/volumes", "volumes").await;

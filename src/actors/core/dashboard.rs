@@ -245,10 +245,7 @@ impl Core {
             }
         }
         let standby_of = self.shared.standby_leader();
-        let mut overview = self
-            .shared
-            .projection
-            .read(|s| usage(s, views, standby_of.is_none()));
+        let mut overview = self.shared.projection.read(|s| usage(s, views));
         overview.standby_of = standby_of;
         Ok(overview)
     }
@@ -355,9 +352,9 @@ impl Core {
     }
 }
 
-/// The overview's numbers from the state, for backends as the core sees them. `runs_backends`
-/// is false on a standby, whose backends are not run there (not failed).
-fn usage(s: &State, views: Vec<BackendView>, runs_backends: bool) -> Overview {
+/// The overview's numbers from the state, for backends as the core sees them (on a standby: as
+/// the leader recorded them, so a standby alerts on the backends the leader saw fail).
+fn usage(s: &State, views: Vec<BackendView>) -> Overview {
     // (backend, pool) → (used, planned, volumes)
     let mut per_pool: BTreeMap<(&str, &str), (u64, u64, u64)> = BTreeMap::new();
     let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -406,7 +403,7 @@ fn usage(s: &State, views: Vec<BackendView>, runs_backends: bool) -> Overview {
     };
     let mut failed = (0u64, Vec::new());
     for view in views {
-        if runs_backends && let BackendState::Failed(_) = view.state {
+        if let BackendState::Failed(_) = view.state {
             note(&mut failed, &view.name);
         }
         let pools = view
@@ -830,9 +827,7 @@ mod tests {
             user_state: Default::default(),
             observed_ms: None,
         };
-        let standby = usage(&s, vec![view.clone()], false);
-        assert!(standby.alerts.iter().all(|a| a.kind != "backend_failed"));
-        let o = usage(&s, vec![view], true);
+        let o = usage(&s, vec![view]);
         assert_eq!(o.volumes, 4);
         let p1 = &o.backends[0].pools[0];
         assert_eq!(
