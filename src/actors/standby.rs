@@ -197,6 +197,13 @@ pub(super) async fn follow_until_elected(
     let campaign_every = POLL.min(node.lease_ttl() / 4);
     let mut next_campaign = std::time::Instant::now();
     loop {
+        // Short of space: copy nothing and do not campaign (a leader that cannot write would
+        // step down at once); look at the disk again each round, as no writer does it here.
+        if let Some(e) = log.disk_full().and_then(|_| log.look_at_disk()) {
+            *write(&shared.readiness) = Readiness::Failed(e.to_string());
+            node.wait(POLL).await;
+            continue;
+        }
         let now = std::time::Instant::now();
         if now >= next_campaign {
             next_campaign = now + campaign_every;
@@ -209,9 +216,7 @@ pub(super) async fn follow_until_elected(
                         node.resign().await;
                     }
                 },
-                // While short of space, readiness keeps saying so.
-                Ok(Err(holder)) if log.disk_full().is_none() => set_standby(shared, &holder),
-                Ok(Err(_)) => {}
+                Ok(Err(holder)) => set_standby(shared, &holder),
                 Err(e) => tracing::warn!(error = %e, "cannot reach etcd to campaign"),
             }
         }

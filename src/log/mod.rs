@@ -388,6 +388,12 @@ impl EventLog {
         self.inner.disk_short().map(|s| s.error())
     }
 
+    /// Looks at the log's disk now (as the writer does before a batch), for a standby, which
+    /// runs no writer: [`LogError::DiskFull`] below the reserve; `disk_full` follows.
+    pub fn look_at_disk(&self) -> Option<LogError> {
+        self.inner.check_space().map(|s| s.error())
+    }
+
     /// Envelopes from `from_seq` (inclusive) in order, each checked against its hash and the
     /// chain; the first bad one yields `LogError::Corrupt` and ends the iteration.
     ///
